@@ -1,0 +1,9 @@
+"""`book`: the helper package of the course "Transformers, Gap by Gap".
+
+Organised by concept: utils, data, tokenizers, ngram, train, plots, widgets, and later
+attention, positional, layers, models, generate, rnn, seq2seq, tasks.
+"""
+from .utils import check_shape, count_params, get_device, glue, seed_everything, timed
+
+__version__ = "0.1.0"
+__all__ = ["check_shape", "count_params", "get_device", "glue", "seed_everything", "timed"]

@@ -1,0 +1,101 @@
+"""The course corpus (tiny Shakespeare) and batches of it. Chapter 1.
+
+Shape legend: B batch, T time (context_len).
+
+One loader, one cache, one split: the first 90 % of characters train, the last 10 % validate
+(the split nanoGPT uses, so results compare).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import urllib.request
+from pathlib import Path
+from typing import Optional, Tuple
+
+import torch
+
+__all__ = ["SHAKESPEARE_URL", "SHAKESPEARE_SHA256", "load_shakespeare", "shakespeare_split", "get_batch"]
+
+SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
+SHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
+FILENAME = "tinyshakespeare.txt"
+
+
+def cache_dir() -> Path:
+    """The user cache folder for downloaded data (XDG_CACHE_HOME or ~/.cache)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "transformers-gap-by-gap"
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _read_verified(path: Path) -> Optional[str]:
+    data = path.read_bytes()
+    if _sha256(data) != SHAKESPEARE_SHA256:
+        raise ValueError(f"{path} is not the expected tiny Shakespeare file (sha256 mismatch); "
+                         "delete it and let the loader download it again")
+    return data.decode("utf-8")
+
+
+def load_shakespeare(data_dir: Optional[str] = None, download: bool = True) -> str:
+    """Return tiny Shakespeare as one string (1,115,394 characters).
+
+    Looks in `data_dir`, then $BOOK_DATA_DIR, then the user cache; otherwise downloads it from
+    SHAKESPEARE_URL, checks its sha256 and caches it. Without the file and without network it
+    raises FileNotFoundError saying exactly where to put it.
+    """
+    folders = [Path(p) for p in (data_dir, os.environ.get("BOOK_DATA_DIR")) if p] + [cache_dir()]
+    for folder in folders:
+        if (folder / FILENAME).is_file():
+            return _read_verified(folder / FILENAME)
+    target = cache_dir() / FILENAME
+    error = "download=False"
+    if download:
+        try:
+            with urllib.request.urlopen(SHAKESPEARE_URL, timeout=30) as r:
+                data = r.read()
+            if _sha256(data) != SHAKESPEARE_SHA256:
+                raise ValueError("downloaded file has the wrong sha256")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+            return data.decode("utf-8")
+        except Exception as e:  # no network, proxy, bad checksum...
+            error = f"{type(e).__name__}: {e}"
+    looked = ", ".join(str(f / FILENAME) for f in folders)
+    raise FileNotFoundError(
+        f"tiny Shakespeare not found (looked in: {looked}) and it could not be downloaded ({error}).\n"
+        f"Download {SHAKESPEARE_URL}\nand save it as {target}, or save it as {FILENAME} in a folder "
+        f"and set the environment variable BOOK_DATA_DIR to that folder.")
+
+
+def shakespeare_split(text: Optional[str] = None, train_frac: float = 0.9) -> Tuple[str, str]:
+    """Split the corpus into (train, val): first `train_frac` of the characters, then the rest."""
+    if not 0.0 < train_frac < 1.0:
+        raise ValueError(f"train_frac must be strictly between 0 and 1, got {train_frac}")
+    text = load_shakespeare() if text is None else text
+    n = int(len(text) * train_frac)
+    return text[:n], text[n:]
+
+
+def get_batch(data: torch.Tensor, batch_size: int, context_len: int,
+              generator: Optional[torch.Generator] = None, device=None) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Random windows of a 1-D token tensor: x (B, T) and the next tokens y (B, T).
+
+    Example: data = [5, 6, 7, 8], context_len 2 -> x could be [[6, 7]] with y [[7, 8]].
+    """
+    if data.dim() != 1:
+        raise ValueError(f"data should be a 1-D tensor of token ids, got shape {tuple(data.shape)}")
+    if batch_size < 1 or context_len < 1:
+        raise ValueError(f"batch_size and context_len must be >= 1, got {batch_size}, {context_len}")
+    if len(data) <= context_len:
+        raise ValueError(f"data has {len(data)} tokens, need more than context_len={context_len}")
+    starts = torch.randint(len(data) - context_len, (batch_size,), generator=generator)
+    offsets = torch.arange(context_len)
+    x = data[starts[:, None] + offsets]        # (B, T)
+    y = data[starts[:, None] + offsets + 1]    # (B, T)
+    if device is not None:
+        x, y = x.to(device), y.to(device)
+    return x, y

@@ -1,0 +1,132 @@
+"""Count-based language models: the bigram table, its neural twin, and n-gram statistics. Chapter 1.
+
+Shape legend: B batch, T time, V vocab.
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Dict, Optional, Sequence
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+__all__ = ["bigram_counts", "bigram_log_probs", "BigramLM", "ngram_stats", "nll_bits", "sample_bigram",
+           "ngram_counts", "ngram_log_prob", "ngram_bits", "check_ngram_log_prob"]
+
+
+def bigram_counts(ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """(V, V) table: counts[a, b] = how often token b follows token a in `ids` (1-D)."""
+    if ids.dim() != 1 or len(ids) < 2:
+        raise ValueError(f"ids should be a 1-D tensor with at least 2 tokens, got shape {tuple(ids.shape)}")
+    if int(ids.min()) < 0 or int(ids.max()) >= vocab_size:
+        raise ValueError(f"ids must lie in [0, {vocab_size})")
+    flat = ids[:-1] * vocab_size + ids[1:]
+    return torch.bincount(flat, minlength=vocab_size * vocab_size).view(vocab_size, vocab_size)
+
+
+def bigram_log_probs(counts: torch.Tensor, smoothing: float = 1.0) -> torch.Tensor:
+    """Row-normalised log-probabilities log P(next | current) with add-`smoothing` counts, (V, V)."""
+    if smoothing < 0:
+        raise ValueError(f"smoothing must be >= 0, got {smoothing}")
+    p = counts.double() + smoothing
+    return (p / p.sum(dim=1, keepdim=True)).log().float()
+
+
+class BigramLM(nn.Module):
+    """The neural bigram: one embedding row of V logits per current token. forward (B, T) -> (B, T, V).
+
+    Trained with cross-entropy, its softmax rows approach the bigram count table's rows.
+    """
+
+    def __init__(self, vocab_size: int):
+        super().__init__()
+        if vocab_size < 1:
+            raise ValueError(f"vocab_size must be >= 1, got {vocab_size}")
+        self.logits = nn.Embedding(vocab_size, vocab_size)
+        nn.init.zeros_(self.logits.weight)   # start from the uniform distribution
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.logits(idx)  # (B, T) -> (B, T, V)
+
+
+def sample_bigram(log_probs: torch.Tensor, start: int, n: int,
+                  generator: Optional[torch.Generator] = None) -> list:
+    """Draw `n` tokens after `start` from a (V, V) table of log-probabilities."""
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    out, cur = [], start
+    probs = log_probs.exp()
+    for _ in range(n):
+        cur = int(torch.multinomial(probs[cur], 1, generator=generator))
+        out.append(cur)
+    return out
+
+
+def ngram_stats(train: Sequence, val: Sequence, n: int) -> Dict[str, float]:
+    """How an order-n table copes: its size and how often validation meets an unseen context.
+
+    Returns {"n", "contexts" (distinct (n-1)-grams seen in train), "table_entries" (distinct
+    n-grams stored), "full_table" (V**(n-1) * V cells a dense table would need, V from train),
+    "unseen_rate" (fraction of val positions whose (n-1)-token context never occurred in train)}.
+    """
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    grams, contexts = ngram_counts(train, n)
+    k = n - 1
+    V = len(set(train))
+    val_ctx = [tuple(val[i:i + k]) for i in range(len(val) - k)]
+    unseen = sum(c not in contexts for c in val_ctx) / max(1, len(val_ctx))
+    return {"n": n, "contexts": len(contexts), "table_entries": len(grams),
+            "full_table": float(V) ** n, "unseen_rate": unseen}
+
+
+def nll_bits(log_probs: torch.Tensor, ids: torch.Tensor) -> float:
+    """Mean negative log-likelihood of a 1-D token tensor under a bigram table, in bits per token."""
+    lp = log_probs[ids[:-1], ids[1:]]
+    return float(-lp.mean() / math.log(2))
+
+
+def ngram_log_prob(counts: Counter, context_counts: Counter, context: tuple, token, vocab_size: int,
+                   k: float = 0.1) -> float:
+    """log P(token | context) with add-k smoothing: (c(context, token) + k) / (c(context) + k V)."""
+    if k <= 0:
+        raise ValueError(f"k must be > 0 so unseen n-grams keep some probability, got {k}")
+    num = counts.get(tuple(context) + (token,), 0) + k
+    den = context_counts.get(tuple(context), 0) + k * vocab_size
+    return math.log(num / den)
+
+
+def ngram_counts(ids: Sequence, n: int):
+    """(Counter of n-grams, Counter of their (n-1)-token contexts) over a token sequence."""
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    grams = Counter(tuple(ids[i:i + n]) for i in range(len(ids) - n + 1))
+    contexts = Counter()
+    for g, c in grams.items():
+        contexts[g[:-1]] += c
+    return grams, contexts
+
+
+def ngram_bits(train: Sequence, val: Sequence, n: int, vocab_size: int, k: float = 0.1) -> float:
+    """Validation cross-entropy (bits per token) of an add-k smoothed order-n model."""
+    grams, contexts = ngram_counts(train, n)
+    total = 0.0
+    for i in range(n - 1, len(val)):
+        total -= ngram_log_prob(grams, contexts, tuple(val[i - n + 1:i]), val[i], vocab_size, k)
+    return total / (len(val) - n + 1) / math.log(2)
+
+
+def check_ngram_log_prob(fn) -> bool:
+    """Self-check for the Chapter 1 exercise: fn(counts, context_counts, context, token, V, k) -> log P."""
+    grams, contexts = ngram_counts("abracadabra", 3)
+    cases = [(("a", "b"), "r", 0.1), (("b", "r"), "a", 1.0), (("z", "z"), "a", 0.5), (("a", "b"), "z", 0.1)]
+    for context, token, k in cases:
+        want = ngram_log_prob(grams, contexts, context, token, 5, k)
+        got = fn(grams, contexts, context, token, 5, k)
+        if not isinstance(got, (int, float)) or abs(got - want) > 1e-9:
+            raise AssertionError(f"for context {context}, token {token!r}, k={k}: expected {want:.6f}, "
+                                 f"got {got!r}. Hint: (count + k) / (context count + k * V), then log.")
+    print("Correct: your add-k n-gram probability matches the reference on every case.")
+    return True

@@ -1,0 +1,121 @@
+"""Text to integers: a character tokenizer and a small byte-pair-encoding (BPE) tokenizer. Chapter 1.
+
+The BPE trainer is written for teaching (after Sennrich et al. 2016 and minbpe): it works on
+UTF-8 bytes, repeatedly merges the most frequent adjacent pair, and encodes by applying the
+learned merges in the order they were learned.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Dict, Iterable, List, Sequence, Tuple
+
+__all__ = ["CharTokenizer", "BPETokenizer", "merge_pair", "pair_counts"]
+
+
+class CharTokenizer:
+    """One id per distinct character, in sorted order.
+
+    Example: CharTokenizer.from_text("hello").encode("hell") -> [1, 0, 2, 2]
+    """
+
+    def __init__(self, chars: Iterable[str]):
+        self.itos: List[str] = sorted(set(chars))
+        if not self.itos:
+            raise ValueError("a CharTokenizer needs at least one character")
+        if any(len(c) != 1 for c in self.itos):
+            raise ValueError("every vocabulary entry must be a single character")
+        self.stoi: Dict[str, int] = {c: i for i, c in enumerate(self.itos)}
+
+    @classmethod
+    def from_text(cls, text: str) -> "CharTokenizer":
+        return cls(text)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.itos)
+
+    def encode(self, text: str) -> List[int]:
+        unknown = sorted(set(text) - self.stoi.keys())
+        if unknown:
+            raise ValueError(f"characters not in the vocabulary: {unknown!r} "
+                             f"(the tokenizer knows {self.vocab_size} characters)")
+        return [self.stoi[c] for c in text]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        try:
+            return "".join(self.itos[int(i)] for i in ids)
+        except IndexError:
+            raise ValueError(f"ids must be in [0, {self.vocab_size}), got {list(ids)!r}") from None
+
+
+def pair_counts(ids: Sequence[int]) -> Counter:
+    """Counts of adjacent pairs. Example: [1, 2, 1, 2] -> {(1, 2): 2, (2, 1): 1}."""
+    return Counter(zip(ids, ids[1:]))
+
+
+def merge_pair(ids: Sequence[int], pair: Tuple[int, int], new_id: int) -> List[int]:
+    """Replace every non-overlapping occurrence of `pair`, left to right, by `new_id`.
+
+    Example: merge_pair([1, 2, 1, 2, 3], (1, 2), 9) -> [9, 9, 3]
+    """
+    out, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+class BPETokenizer:
+    """Byte-level BPE: 256 byte tokens plus `len(merges)` learned ones."""
+
+    def __init__(self, merges: Sequence[Tuple[int, int]] = ()):
+        self.merges: List[Tuple[int, int]] = [tuple(m) for m in merges]
+        self.vocab: Dict[int, bytes] = {i: bytes([i]) for i in range(256)}
+        for new_id, (a, b) in enumerate(self.merges, start=256):
+            if a >= new_id or b >= new_id:
+                raise ValueError(f"merge {new_id - 256} uses an id that does not exist yet: {(a, b)}")
+            self.vocab[new_id] = self.vocab[a] + self.vocab[b]
+
+    @classmethod
+    def train(cls, text: str, vocab_size: int) -> "BPETokenizer":
+        """Learn `vocab_size - 256` merges from `text`, most frequent pair first."""
+        if vocab_size < 256:
+            raise ValueError(f"vocab_size must be >= 256 (the byte tokens), got {vocab_size}")
+        ids = list(text.encode("utf-8"))
+        merges = []
+        for new_id in range(256, vocab_size):
+            counts = pair_counts(ids)
+            if not counts:
+                break
+            pair = max(counts, key=counts.get)   # ties: first seen, as Counter keeps insertion order
+            ids = merge_pair(ids, pair, new_id)
+            merges.append(pair)
+        return cls(merges)
+
+    @property
+    def vocab_size(self) -> int:
+        return 256 + len(self.merges)
+
+    def encode(self, text: str) -> List[int]:
+        """Bytes, then the learned merges applied in the order they were learned."""
+        ids = list(text.encode("utf-8"))
+        for new_id, pair in enumerate(self.merges, start=256):
+            if len(ids) < 2:
+                break
+            ids = merge_pair(ids, pair, new_id)
+        return ids
+
+    def decode(self, ids: Sequence[int]) -> str:
+        try:
+            data = b"".join(self.vocab[int(i)] for i in ids)
+        except KeyError as e:
+            raise ValueError(f"unknown token id {e.args[0]} (vocab_size is {self.vocab_size})") from None
+        return data.decode("utf-8", errors="replace")
+
+    def pieces(self, text: str) -> List[str]:
+        """The text as the pieces its tokens stand for, e.g. ['the', ' king', 'dom']."""
+        return [self.vocab[i].decode("utf-8", errors="replace") for i in self.encode(text)]

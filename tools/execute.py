@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Execute chapter notebooks in place, from a fresh kernel, the way they are committed.
+
+    python tools/execute.py                      # every chapters/*.ipynb
+    python tools/execute.py chapters/01_next_token.ipynb
+    python tools/execute.py --no-write ...       # run and time only (e.g. on a GPU), keep files
+
+Stores outputs and ipywidgets state, strips volatile metadata (timestamps), records each
+chapter's wall time in chapters/_runtimes.json and the tables chapters/_runtimes.md and
+chapters/_leaderboard.md that the intro and recap pages include.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parent.parent
+CHAPTERS = ROOT / "chapters"
+RUNTIMES = CHAPTERS / "_runtimes.json"
+LEADERBOARD_MIME = "application/vnd.book.leaderboard+json"
+
+
+def strip_volatile(nb) -> None:
+    """Drop what changes on every run but carries no content: timestamps and per-run ids."""
+    for cell in nb.cells:
+        cell.metadata.pop("execution", None)
+        if cell.cell_type == "code":
+            for out in cell.get("outputs", []):
+                out.get("metadata", {}).pop("execution", None)
+    nb.metadata.pop("papermill", None)
+    nb.metadata.get("language_info", {}).pop("version", None)
+
+
+def execute(path: Path, timeout: int = 900) -> tuple:
+    """Run one notebook top to bottom in a fresh kernel; return (notebook, seconds)."""
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=False,
+                            store_widget_state=True, resources={"metadata": {"path": str(path.parent)}})
+    start = time.perf_counter()
+    client.execute()
+    seconds = time.perf_counter() - start
+    strip_volatile(nb)
+    return nb, seconds
+
+
+def leaderboard_rows(nb) -> list:
+    rows = []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            if LEADERBOARD_MIME in out.get("data", {}):
+                rows.append(out["data"][LEADERBOARD_MIME])
+    return rows
+
+
+def write_tables(runtimes: dict) -> None:
+    """chapters/_runtimes.md and chapters/_leaderboard.md from the recorded runs."""
+    lines = ["| chapter | CPU run time (s) | GPU run time (s) | notebook size (MB) |", "|---|---|---|---|"]
+    rows = []
+    for name in sorted(runtimes):
+        r = runtimes[name]
+        size = (CHAPTERS / f"{name}.ipynb").stat().st_size / 1e6 if (CHAPTERS / f"{name}.ipynb").exists() else 0
+        gpu = f"{r['cuda_s']:.0f}" if r.get("cuda_s") else "not measured yet"
+        cpu = f"{r['cpu_s']:.0f}" if r.get("cpu_s") else "not measured yet"
+        lines.append(f"| [{name}]({name}.ipynb) | {cpu} | {gpu} | {size:.2f} |")
+        rows += r.get("leaderboard", [])
+    (CHAPTERS / "_runtimes.md").write_text("\n".join(lines) + "\n")
+    lb = ["| chapter | model | val bits/char | parameters | train time (s, CPU) |", "|---|---|---|---|---|"]
+    for r in sorted(rows, key=lambda r: -r["val_bpc"]):
+        lb.append(f"| {r['chapter']} | {r['name']} | {r['val_bpc']:.3f} | {r['params']:,} | {r['train_s']:.1f} |")
+    (CHAPTERS / "_leaderboard.md").write_text("\n".join(lb) + "\n")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("notebooks", nargs="*", type=Path, help="default: every chapters/*.ipynb")
+    ap.add_argument("--no-write", action="store_true", help="run and time only; keep the files unchanged")
+    ap.add_argument("--timeout", type=int, default=900, help="seconds per cell")
+    args = ap.parse_args(argv)
+    shared = ROOT.parent / "shared" / "data"
+    if "BOOK_DATA_DIR" not in os.environ and shared.is_dir():
+        os.environ["BOOK_DATA_DIR"] = str(shared)
+    paths = args.notebooks or sorted(CHAPTERS.glob("[0-9][0-9]_*.ipynb"))
+    import torch
+    device = "cuda" if torch.cuda.is_available() and os.environ.get("BOOK_DEVICE", "cuda") == "cuda" else "cpu"
+    runtimes = json.loads(RUNTIMES.read_text()) if RUNTIMES.exists() else {}
+    for path in paths:
+        path = path.resolve()
+        print(f"executing {path.relative_to(ROOT)} on {device} ...", flush=True)
+        nb, seconds = execute(path, args.timeout)
+        print(f"  {seconds:.1f} s", flush=True)
+        if args.no_write:
+            continue
+        nbformat.write(nb, path)
+        entry = runtimes.setdefault(path.stem, {})
+        entry[f"{device}_s"] = round(seconds, 1)
+        entry["machine"] = f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}"
+        entry["leaderboard"] = leaderboard_rows(nb)
+    if not args.no_write:
+        RUNTIMES.write_text(json.dumps(runtimes, indent=1, sort_keys=True) + "\n")
+        write_tables(runtimes)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
