@@ -35,3 +35,32 @@ def scratch_namespace(path) -> dict:
     for cell in cells:
         exec(compile(cell.source, f"{path.name}:scratch", "exec"), ns)
     return ns
+
+
+def repository_url() -> str:
+    """The repository URL, from its one home: _config.yml."""
+    import yaml
+
+    return yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
+
+
+def colab_setup_source(url: str) -> str:
+    """The exact first cell every chapter must start with (hidden on the site, a no-op outside Colab)."""
+    return ("# Colab setup: installs the course package from the repository (does nothing elsewhere).\n"
+            "import sys\n"
+            "if \"google.colab\" in sys.modules:\n"
+            "    import subprocess\n"
+            f"    subprocess.run([sys.executable, \"-m\", \"pip\", \"install\", \"-q\", \"git+{url}@main\"], check=True)")
+
+
+def text_outputs(nb) -> list:
+    """Every text output of a notebook (streams and text/* data), in order: what nbval compares."""
+    out = []
+    for cell in nb.cells:
+        for o in cell.get("outputs", []):
+            if o.get("output_type") == "stream":
+                out.append(o["text"])
+            for mime, value in o.get("data", {}).items():
+                if mime.startswith("text/"):
+                    out.append(value)
+    return out

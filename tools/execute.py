@@ -6,8 +6,8 @@
     python tools/execute.py --no-write ...       # run and time only (e.g. on a GPU), keep files
 
 Stores outputs and ipywidgets state, strips volatile metadata (timestamps), records each
-chapter's wall time in chapters/_runtimes.json and the tables chapters/_runtimes.md and
-chapters/_leaderboard.md that the intro and recap pages include.
+chapter's wall time in chapters/_generated/runtimes.json and the tables runtimes.md and
+leaderboard.md there, that the intro and recap pages include.
 """
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = ROOT / "chapters"
-RUNTIMES = CHAPTERS / "_runtimes.json"
+GENERATED = CHAPTERS / "_generated"
+RUNTIMES = GENERATED / "runtimes.json"
 LEADERBOARD_MIME = "application/vnd.book.leaderboard+json"
 
 
@@ -69,13 +70,13 @@ def write_tables(runtimes: dict) -> None:
         size = (CHAPTERS / f"{name}.ipynb").stat().st_size / 1e6 if (CHAPTERS / f"{name}.ipynb").exists() else 0
         gpu = f"{r['cuda_s']:.0f}" if r.get("cuda_s") else "not measured yet"
         cpu = f"{r['cpu_s']:.0f}" if r.get("cpu_s") else "not measured yet"
-        lines.append(f"| [{name}]({name}.ipynb) | {cpu} | {gpu} | {size:.2f} |")
+        lines.append(f"| {name} | {cpu} | {gpu} | {size:.2f} |")
         rows += r.get("leaderboard", [])
-    (CHAPTERS / "_runtimes.md").write_text("\n".join(lines) + "\n")
+    (GENERATED / "runtimes.md").write_text("\n".join(lines) + "\n")
     lb = ["| chapter | model | val bits/char | parameters | train time (s, CPU) |", "|---|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: -r["val_bpc"]):
         lb.append(f"| {r['chapter']} | {r['name']} | {r['val_bpc']:.3f} | {r['params']:,} | {r['train_s']:.1f} |")
-    (CHAPTERS / "_leaderboard.md").write_text("\n".join(lb) + "\n")
+    (GENERATED / "leaderboard.md").write_text("\n".join(lb) + "\n")
 
 
 def main(argv=None) -> int:
@@ -93,7 +94,8 @@ def main(argv=None) -> int:
     runtimes = json.loads(RUNTIMES.read_text()) if RUNTIMES.exists() else {}
     for path in paths:
         path = path.resolve()
-        print(f"executing {path.relative_to(ROOT)} on {device} ...", flush=True)
+        shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+        print(f"executing {shown} on {device} ...", flush=True)
         nb, seconds = execute(path, args.timeout)
         print(f"  {seconds:.1f} s", flush=True)
         if args.no_write:
@@ -104,6 +106,7 @@ def main(argv=None) -> int:
         entry["machine"] = f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}"
         entry["leaderboard"] = leaderboard_rows(nb)
     if not args.no_write:
+        GENERATED.mkdir(exist_ok=True)
         RUNTIMES.write_text(json.dumps(runtimes, indent=1, sort_keys=True) + "\n")
         write_tables(runtimes)
     return 0

@@ -1,0 +1,105 @@
+"""Checks on the committed chapter notebooks and on the executor (tools/execute.py)."""
+import importlib.util
+import json
+import shutil
+import sys
+
+import nbformat
+import pytest
+import torch
+
+from nbtools import (CHAPTERS, ROOT, chapter_paths, colab_setup_source, repository_url, scratch_namespace,
+                     text_outputs)
+
+CHAPTER_NAMES = ["01_next_token", "02_rnn_limits", "03_bahdanau_attention", "04_self_attention",
+                 "05_positional_encoding", "06_multihead_block", "07_training_gpt", "08_encoder_decoder",
+                 "09_bert_gpt_t5"]
+PATHS = chapter_paths()
+
+
+def load_executor():
+    spec = importlib.util.spec_from_file_location("execute", ROOT / "tools" / "execute.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_there_are_chapters_with_the_agreed_names():
+    assert PATHS, "no chapter notebooks found"
+    assert all(p.stem in CHAPTER_NAMES for p in PATHS), [p.stem for p in PATHS]
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
+def test_first_cell_is_the_colab_setup_cell(path):
+    nb = nbformat.read(str(path), as_version=4)
+    first = nb.cells[0]
+    assert first.cell_type == "code"
+    assert first.source == colab_setup_source(repository_url()), "setup cell drifted from _config.yml's URL"
+    assert {"remove-cell", "nbval-ignore-output"} <= set(first.metadata.get("tags", []))
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
+def test_committed_executed_lean_and_clean(path):
+    nb = nbformat.read(str(path), as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code" and c.source.strip()]
+    assert [c.execution_count for c in code] == list(range(1, len(code) + 1)), "not run top to bottom"
+    assert not any(o.output_type == "error" for c in code for o in c.outputs)
+    uses_widgets = any("application/vnd.jupyter.widget-view+json" in o.get("data", {})
+                       for c in code for o in c.outputs)
+    assert uses_widgets, "every chapter has at least one slider"
+    assert "widgets" in nb.metadata, "widget state missing: sliders would be blank on the website"
+    assert path.stat().st_size < 3e6
+    assert not any("execution" in c.metadata for c in nb.cells), "volatile timestamps left in"
+    assert any("scratch" in c.metadata.get("tags", []) for c in code), "no from-scratch cells tagged"
+
+
+def test_runtimes_are_recorded_for_every_chapter():
+    runtimes = json.loads((CHAPTERS / "_generated" / "runtimes.json").read_text())
+    for p in PATHS:
+        assert runtimes[p.stem]["cpu_s"] <= 180, f"{p.stem} took {runtimes[p.stem]['cpu_s']} s on the CPU"
+    assert "| chapter |" in (CHAPTERS / "_generated" / "runtimes.md").read_text()
+
+
+def test_executor_is_idempotent_and_strips_volatile_metadata(tmp_path):
+    """Running the executor twice leaves the text outputs unchanged."""
+    execute = load_executor()
+    src = ROOT / "tests" / "fixtures" / "tiny_chapter.ipynb"
+    path = tmp_path / src.name
+    shutil.copy(src, path)
+    first, s1 = execute.execute(path)
+    nbformat.write(first, path)
+    second, s2 = execute.execute(path)
+    assert text_outputs(first) == text_outputs(second)
+    assert len(text_outputs(first)) >= 3 and s1 > 0 and s2 > 0
+    assert "widgets" in second.metadata
+    assert not any("execution" in c.metadata for c in second.cells)
+    rows = execute.leaderboard_rows(second)
+    assert rows and rows[0]["name"] == "fixture"
+
+
+def test_executor_main_no_write_keeps_files(tmp_path, monkeypatch, capsys):
+    execute = load_executor()
+    src = ROOT / "tests" / "fixtures" / "tiny_chapter.ipynb"
+    path = tmp_path / src.name
+    shutil.copy(src, path)
+    before = path.read_bytes()
+    assert execute.main(["--no-write", str(path)]) == 0
+    assert path.read_bytes() == before and "s\n" in capsys.readouterr().out
+
+
+# ---- notebook <-> package agreement -----------------------------------------
+def test_chapter1_scratch_cells_agree_with_package():
+    from book import ngram
+
+    ns = scratch_namespace("01_next_token.ipynb")
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, 7, (200,), generator=g)
+    assert torch.equal(ns["bigram_table"](ids.tolist(), 7), ngram.bigram_counts(ids, 7))
+    W = torch.randn(7, 7, generator=g)
+    counts = ngram.bigram_counts(ids, 7).float()
+    torch.testing.assert_close(ns["full_loss"](W, ids), ns["counted_loss"](W, counts))
+    # the package's neural bigram computes the same loss as the scratch one
+    model = ngram.BigramLM(7)
+    model.logits.weight.data.copy_(W)
+    logits = model(ids[:-1].unsqueeze(0))
+    torch.testing.assert_close(torch.nn.functional.cross_entropy(logits[0], ids[1:]), ns["full_loss"](W, ids))

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Install everything (idempotent) and build the website into _build/html with the public CDN assets.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+BOOK_SKIP_BROWSER=1 bash tools/setup.sh
+.venv/bin/python tools/build_book.py "$@"
+echo "website: $root/_build/html/index.html"
