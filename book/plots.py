@@ -11,7 +11,7 @@ from typing import Dict, Optional, Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
-__all__ = ["new_figure", "heatmap", "line_plot", "to_png", "SEQUENTIAL", "DIVERGING"]
+__all__ = ["new_figure", "token_labels", "heatmap", "line_plot", "to_png", "SEQUENTIAL", "DIVERGING"]
 
 SEQUENTIAL = "viridis"   # one map for weights in [0, 1]
 DIVERGING = "RdBu_r"     # one map for signed values
@@ -30,6 +30,14 @@ def _array(x) -> np.ndarray:
     return np.asarray(x, dtype=float)
 
 
+_VISIBLE = {" ": "␣", "\n": "\\n", "\t": "\\t"}
+
+
+def token_labels(tokens) -> list:
+    """Tokens as readable tick labels: a space shows as ␣ and a newline as \\n."""
+    return ["".join(_VISIBLE.get(ch, ch) for ch in str(t)) for t in tokens]
+
+
 def heatmap(weights, x_labels: Optional[Sequence[str]] = None, y_labels: Optional[Sequence[str]] = None,
             ax=None, title: str = "", cmap: str = SEQUENTIAL, vmin=None, vmax=None, annotate: bool = False,
             xlabel: str = "", ylabel: str = "", colorbar: bool = True) -> Figure:
@@ -45,10 +53,10 @@ def heatmap(weights, x_labels: Optional[Sequence[str]] = None, y_labels: Optiona
     fig = ax.figure
     im = ax.imshow(w, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
     if x_labels is not None:
-        ax.set_xticks(range(len(x_labels)), [repr(s)[1:-1] if s.isspace() else s for s in map(str, x_labels)],
-                      rotation=90 if max(map(len, map(str, x_labels)), default=0) > 2 else 0)
+        xl = token_labels(x_labels)
+        ax.set_xticks(range(len(xl)), xl, rotation=90 if max(map(len, xl), default=0) > 2 else 0)
     if y_labels is not None:
-        ax.set_yticks(range(len(y_labels)), [repr(s)[1:-1] if s.isspace() else s for s in map(str, y_labels)])
+        ax.set_yticks(range(len(y_labels)), token_labels(y_labels))
     if annotate:
         mid = (np.nanmax(w) + np.nanmin(w)) / 2
         for i in range(w.shape[0]):
@@ -84,7 +92,23 @@ def line_plot(x, series: Dict[str, Sequence[float]], xlabel: str, ylabel: str, t
 
 
 def to_png(fig: Figure, dpi: int = 80) -> bytes:
-    """PNG bytes of a figure, small and reproducible (no software/date metadata)."""
+    """PNG bytes of a figure, small and without software/date metadata."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
     return buf.getvalue()
+
+
+def _show_figures_inline() -> bool:
+    """Let IPython display our pyplot-free Figures as small PNGs when one is a cell's result."""
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython ships with Jupyter
+        return False
+    shell = get_ipython()
+    if shell is None:
+        return False
+    shell.display_formatter.formatters["image/png"].for_type(Figure, to_png)
+    return True
+
+
+_show_figures_inline()

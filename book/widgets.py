@@ -44,7 +44,8 @@ def _check(values: Sequence, default, name: str) -> int:
 
 
 def _frames(pngs, width):
-    return [widgets.Image(value=p, format="png", width=width) for p in pngs]
+    size = {} if width is None else {"width": width}     # None: the figure's own pixel size
+    return [widgets.Image(value=p, format="png", **size) for p in pngs]
 
 
 def _control(values, index, description):
@@ -65,7 +66,7 @@ def _view(frames, control, index, stack_cls=None):
 
 
 def slider(values: Sequence, draw: Callable, *, description: str = "", default=None,
-           width: int = 380) -> widgets.VBox:
+           width: Optional[int] = None) -> widgets.VBox:
     """A slider over `values`; `draw(v)` returns the matplotlib Figure shown for value v.
 
     Example: slider([1, 2, 3], lambda n: plot_for(n), description="n-gram order", default=2)
@@ -83,7 +84,7 @@ def slider(values: Sequence, draw: Callable, *, description: str = "", default=N
 
 def slider2(values_a: Sequence, values_b: Sequence, draw: Callable, *,
             descriptions: Tuple[str, str] = ("", ""), defaults: Tuple = (None, None),
-            width: int = 380) -> widgets.VBox:
+            width: Optional[int] = None) -> widgets.VBox:
     """Two sliders; `draw(a, b)` returns the Figure for the pair (a, b). A Stack of Stacks."""
     ia = _check(values_a, defaults[0], "first slider")
     ib = _check(values_b, defaults[1], "second slider")
@@ -103,7 +104,7 @@ def slider2(values_a: Sequence, values_b: Sequence, draw: Callable, *,
         widgets.jslink((ctrl_a, "index"), (outer, "selected_index"))
         view = outer
     else:
-        view = widgets.Image(value=grid[ia][ib], format="png", width=width)
+        view = _frames([grid[ia][ib]], width)[0]
 
         def update(_change):
             view.value = grid[ctrl_a.index][ctrl_b.index]

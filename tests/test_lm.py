@@ -139,6 +139,7 @@ def test_leaderboard_row_bundle_and_errors():
 # ---- plots & widgets -------------------------------------------------------------
 def test_heatmap_and_line_plot():
     fig = plots.heatmap(torch.rand(3, 4), list("abcd"), ["x", " ", "z"], annotate=True, title="t")
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["x", "␣", "z"]
     assert fig.axes[0].get_title() == "t" and len(fig.axes) == 2           # heatmap + colorbar
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == list("abcd")
     with pytest.raises(ValueError, match="2-D"):
@@ -204,3 +205,15 @@ def test_fallback_without_stack(monkeypatch):
     before = image2.value
     cb.index = 1
     assert image2.value != before
+
+
+def test_figures_display_as_png_in_ipython():
+    from IPython.core.interactiveshell import InteractiveShell
+    from book.plots import _show_figures_inline
+
+    shell = InteractiveShell.instance()
+    assert _show_figures_inline()
+    fig, ax = plots.new_figure()
+    data, _ = shell.display_formatter.format(fig)
+    assert data["image/png"][:4] == b"\x89PNG"
+    InteractiveShell.clear_instance()
