@@ -1,0 +1,101 @@
+"""Sphinx extension of the course website: where MathJax and the ipywidgets manager come from.
+
+Public build (default): the pinned CDN URLs and integrity hashes of `_config.yml`.
+Offline/test build: when the environment variable BOOK_LOCAL_ASSETS names the folder filled by
+`tools/fetch_assets.sh` (an npm prefix, usually `.assets`), `mathjax_path` and `nb_ipywidgets_js`
+point at same-version local copies, copied into the built site's `_static/_vendor/` at the end
+of the build. They never go into a `_static/` folder of the book's sources: Jupyter Book v1 would
+add a <script> for every .js file there to every page. The switch happens at `config-inited`,
+after Jupyter Book's `_static` scan, so MathJax is still loaded only on pages with math and the
+widget scripts only on pages with widgets.
+
+Both builds also load `widgets-require-paths.js` between require.js and embed-amd.js, so the
+manager's icon fonts resolve to its own dist/ folder rather than the page's folder.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+VENDOR = "_vendor"  # folder (under the built _static/) that receives the local copies and the paths script
+PATHS_JS = "widgets-require-paths.js"
+HERE = Path(__file__).resolve().parent
+# npm package -> (file or folder inside it to copy, name under _vendor/)
+LOCAL = {
+    "mathjax": ("es5", "mathjax"),
+    "requirejs": ("require.js", "requirejs/require.js"),
+    "@jupyter-widgets/html-manager": ("dist", "html-manager/dist"),
+}
+SKIP = shutil.ignore_patterns("*.map", "embed.js", "embed.js.LICENSE.txt")
+
+
+def local_assets_dir() -> Path | None:
+    """The `node_modules` folder named by BOOK_LOCAL_ASSETS (or its npm prefix), or None."""
+    value = os.environ.get("BOOK_LOCAL_ASSETS", "").strip()
+    if not value:
+        return None
+    root = Path(value).resolve()
+    modules = root if root.name == "node_modules" else root / "node_modules"
+    missing = [p for p in LOCAL if not (modules / p / LOCAL[p][0]).exists()]
+    if missing:
+        raise RuntimeError(
+            f"BOOK_LOCAL_ASSETS={value}: {', '.join(missing)} not found under {modules}; "
+            "run `bash tools/fetch_assets.sh` first"
+        )
+    return modules
+
+
+def _widget_js(config, local: bool) -> dict:
+    """nb_ipywidgets_js with the paths script inserted after require.js (local copies if `local`)."""
+    js = {}
+    for url, attrs in dict(config.nb_ipywidgets_js).items():
+        attrs = dict(attrs)
+        if url.endswith("/require.js") or url.endswith("/require.min.js"):
+            js[f"{VENDOR}/requirejs/require.js" if local else url] = {} if local else attrs
+        elif url.endswith("/embed-amd.js"):
+            dist = "html-manager/dist/" if local else url.rsplit("/", 1)[0] + "/"
+            js[f"{VENDOR}/{PATHS_JS}"] = {"data-dist": dist}
+            if local:  # keep the CDN attribute (used only for widget modules not in the bundle)
+                attrs = {k: v for k, v in attrs.items() if k == "data-jupyter-widgets-cdn"}
+                url = f"{VENDOR}/html-manager/dist/embed-amd.js"
+            js[url] = attrs
+        else:
+            js[url] = attrs
+    # order matters: require.js, then the paths script, then embed-amd.js
+    return js
+
+
+def configure(app, config) -> None:
+    """config-inited: choose CDN or local assets."""
+    modules = local_assets_dir()
+    config.nb_ipywidgets_js = _widget_js(config, local=modules is not None)
+    if modules is not None:
+        config.mathjax_path = f"{VENDOR}/mathjax/tex-mml-chtml.js"
+        config.mathjax_options = {}
+        app.site_assets_modules = modules
+
+
+def copy_assets(app, exception) -> None:
+    """build-finished: copy the paths script (and the local copies, if any) into _static/_vendor/."""
+    if exception is not None or app.builder.format != "html":
+        return
+    dest = Path(app.outdir) / "_static" / VENDOR  # Sphinx puts relative js paths under _static/
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(HERE / PATHS_JS, dest / PATHS_JS)
+    modules = getattr(app, "site_assets_modules", None)
+    if modules is None:
+        return
+    for package, (inner, target) in LOCAL.items():
+        src, dst = modules / package / inner, dest / target
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_dir():
+            shutil.copytree(src, dst, ignore=SKIP, dirs_exist_ok=True)
+        else:
+            shutil.copy2(src, dst)
+
+
+def setup(app):
+    app.connect("config-inited", configure)
+    app.connect("build-finished", copy_assets)
+    return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
