@@ -1,0 +1,190 @@
+"""Tests for book.positional: sinusoidal, learned and rotary position encodings."""
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from book.positional import (LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding,
+                             apply_rotary, check_shift_matrix, pair_frequencies, rope_rotation_matrix,
+                             sinusoidal_shift_matrix, sinusoidal_table)
+
+B, H, T, D, C = 2, 3, 5, 8, 12  # all distinct, T > 1
+
+
+def test_pair_frequencies():
+    f = pair_frequencies(4)
+    torch.testing.assert_close(f, torch.tensor([1.0, 0.01], dtype=torch.float64))
+    assert pair_frequencies(D).shape == (D // 2,)
+    with pytest.raises(ValueError, match="positive even int"):
+        pair_frequencies(7)
+    with pytest.raises(ValueError, match="base must be > 1"):
+        pair_frequencies(4, base=1.0)
+
+
+def test_sinusoidal_table_matches_paper_formula():
+    pe = sinusoidal_table(T, C)
+    assert pe.shape == (T, C) and pe.dtype == torch.float32
+    for pos in range(T):
+        for i in range(C // 2):
+            angle = pos / 10000 ** (2 * i / C)
+            assert pe[pos, 2 * i].item() == pytest.approx(math.sin(angle), abs=1e-6)
+            assert pe[pos, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-6)
+    torch.testing.assert_close(sinusoidal_table(3, C, start=2), pe[2:5])
+    with pytest.raises(ValueError, match="must be >= 0"):
+        sinusoidal_table(-1, C)
+
+
+@settings(max_examples=25, deadline=None)
+@given(k=st.integers(-40, 40), d=st.sampled_from([2, 4, 8, 16, 64]))
+def test_shift_matrix_moves_every_position(k, d):
+    pe = sinusoidal_table(200, d, start=0).double()
+    pos = torch.arange(max(0, -k), 200 - max(0, k))
+    got = pe[pos] @ sinusoidal_shift_matrix(k, d).T
+    torch.testing.assert_close(got, pe[pos + k], atol=1e-5, rtol=0)
+
+
+def test_shift_matrix_is_a_rotation():
+    M = sinusoidal_shift_matrix(7, C)
+    torch.testing.assert_close(M @ M.T, torch.eye(C, dtype=torch.float64))
+    torch.testing.assert_close(sinusoidal_shift_matrix(3, C) @ sinusoidal_shift_matrix(4, C), M)
+
+
+def test_sinusoidal_module_conventions():
+    m = SinusoidalPositionalEncoding(C, max_len=8)
+    assert len(list(m.parameters())) == 0
+    torch.testing.assert_close(m(T), sinusoidal_table(T, C))
+    x = torch.randn(B, T, C)
+    torch.testing.assert_close(m(x), x + sinusoidal_table(T, C))
+    torch.testing.assert_close(m(x, offset=2), x + sinusoidal_table(T + 2, C)[2:])
+    # beyond the buffer: computed from the formula, no hard limit
+    torch.testing.assert_close(m(20), sinusoidal_table(20, C))
+    torch.testing.assert_close(m(4, offset=30), sinusoidal_table(34, C)[30:], atol=1e-6, rtol=0)
+    assert "pe" not in m.state_dict()
+
+
+def test_absolute_modules_reject_bad_inputs():
+    s, l = SinusoidalPositionalEncoding(C, max_len=8), LearnedPositionalEmbedding(8, C)
+    for mod in (s, l):
+        with pytest.raises(ValueError, match=rf"x should have shape \(B, T, {C}\)"):
+            mod(torch.randn(B, T, C + 1))
+        with pytest.raises(ValueError, match="must be >= 0"):
+            mod(3, offset=-1)
+    with pytest.raises(ValueError, match="positive even int"):
+        SinusoidalPositionalEncoding(7)
+    with pytest.raises(ValueError, match="max_len and d_model must be >= 1"):
+        LearnedPositionalEmbedding(0, C)
+
+
+def test_learned_positions_and_hard_limit():
+    torch.manual_seed(0)
+    m = LearnedPositionalEmbedding(8, C)
+    assert m.weight.shape == (8, C) and m.weight.requires_grad
+    x = torch.randn(B, T, C)
+    torch.testing.assert_close(m(x), x + m.weight[:T])
+    torch.testing.assert_close(m(3, offset=5), m.weight[5:8])
+    with pytest.raises(IndexError, match=r"learned positions exist only for 0\.\.7"):
+        m(9)
+    with pytest.raises(IndexError, match="asked for up to 8"):
+        m(4, offset=5)
+    m(x).sum().backward()
+    assert (m.weight.grad[:T] != 0).all() and (m.weight.grad[T:] == 0).all()  # unused rows never learn
+
+
+def test_rope_rotation_matrix_is_orthogonal_and_composes():
+    R3, R5 = rope_rotation_matrix(3, D), rope_rotation_matrix(5, D)
+    torch.testing.assert_close(R3 @ R3.T, torch.eye(D, dtype=torch.float64))
+    torch.testing.assert_close(R3.T @ R5, rope_rotation_matrix(2, D))
+
+
+@settings(max_examples=30, deadline=None)
+@given(m=st.integers(0, 300), n=st.integers(0, 300), seed=st.integers(0, 1000))
+def test_rope_relative_property(m, n, seed):
+    """(R_m q) . (R_n k) == q . R_(n-m) k: the score depends only on n - m."""
+    g = torch.Generator().manual_seed(seed)
+    q, k = torch.randn(D, generator=g, dtype=torch.float64), torch.randn(D, generator=g, dtype=torch.float64)
+    lhs = (rope_rotation_matrix(m, D) @ q) @ (rope_rotation_matrix(n, D) @ k)
+    rhs = q @ (rope_rotation_matrix(n - m, D) @ k)
+    torch.testing.assert_close(lhs, rhs)
+
+
+def test_rotary_module_matches_matrices_and_preserves_norms():
+    rope = RotaryEmbedding(D, max_len=16)
+    x = torch.randn(B, H, T, D)
+    y = rope(x)
+    assert y.shape == x.shape
+    torch.testing.assert_close(y.norm(dim=-1), x.norm(dim=-1))
+    for t in range(T):
+        torch.testing.assert_close(y[:, :, t], x[:, :, t] @ rope_rotation_matrix(t, D).float().T)
+    torch.testing.assert_close(rope.apply(x), y)
+    assert len(list(rope.parameters())) == 0 and not rope.state_dict()
+
+
+def test_rotary_scores_depend_only_on_offset():
+    rope = RotaryEmbedding(D)
+    q, k = torch.randn(1, 1, 1, D), torch.randn(1, 1, 1, D)
+    scores = [(rope(q, offset=m) * rope(k, offset=m + 3)).sum().item() for m in (0, 7, 50, 400)]
+    assert max(scores) - min(scores) < 1e-4
+
+
+def test_rotary_offset_is_kv_cache_consistent_and_extends_past_max_len():
+    rope = RotaryEmbedding(D, max_len=6)
+    x = torch.randn(B, H, 10, D)
+    full = rope(x)  # positions 6..9 computed from the formula
+    torch.testing.assert_close(torch.cat([rope(x[:, :, :4]), rope(x[:, :, 4:], offset=4)], 2), full)
+    torch.testing.assert_close(rope(x[:, :, 9:], offset=9), full[:, :, 9:])
+    big = RotaryEmbedding(D, max_len=32)
+    torch.testing.assert_close(full, big(x))
+
+
+def test_rotary_errors():
+    with pytest.raises(ValueError, match="d_head must be a positive even int"):
+        RotaryEmbedding(5)
+    rope = RotaryEmbedding(D)
+    with pytest.raises(ValueError, match=rf"x should have shape \(\.\.\., T, {D}\)"):
+        rope(torch.randn(B, H, T, D + 2))
+    with pytest.raises(ValueError, match="offset must be >= 0"):
+        rope(torch.randn(B, H, T, D), offset=-1)
+
+
+def test_apply_rotary_keeps_dtype():
+    x = torch.randn(T, D, dtype=torch.float64)
+    cos, sin = RotaryEmbedding(D).cos_sin(T)
+    assert apply_rotary(x, cos, sin).dtype == torch.float64
+
+
+def test_check_shift_matrix_accepts_reference_and_rejects_wrong():
+    assert check_shift_matrix(sinusoidal_shift_matrix)
+    assert check_shift_matrix(lambda k, d: sinusoidal_shift_matrix(k, d).numpy())
+    with pytest.raises(AssertionError, match="is not PE"):
+        check_shift_matrix(lambda k, d: sinusoidal_shift_matrix(k, d).T)  # the inverse shift
+    with pytest.raises(AssertionError, match="should have shape"):
+        check_shift_matrix(lambda k, d: torch.eye(d + 1))
+
+
+# ---- the chapter 5 order task (book.tasks.bites_batch) ----------------------------------------
+from book.tasks import BITES_VOCAB, bites_batch  # noqa: E402
+
+
+def test_bites_batch_answer_is_the_noun_before_the_verb():
+    g = torch.Generator().manual_seed(0)
+    x, pos, y = bites_batch(64, 12, generator=g)
+    assert x.shape == (64, 12) and pos.shape == (64,) and y.shape == (64,)
+    rows = torch.arange(64)
+    verb = BITES_VOCAB.index("bites")
+    assert (x[rows, pos] == verb).all() and ((x == verb).sum(1) == 1).all()
+    assert torch.equal(x[rows, pos - 1], y)
+    assert (x[rows, pos + 1] != y).all() and (x[rows, pos + 1] < 8).all()
+    assert ((x < 8).sum(1) == 2).all()  # no distractors: exactly two nouns, same bag either order
+    assert ((pos >= 1) & (pos <= 10)).all()
+
+
+def test_bites_batch_options_and_errors():
+    g = torch.Generator().manual_seed(1)
+    x, pos, _ = bites_batch(32, 40, min_verb_pos=20, distractor_p=0.5, generator=g)
+    assert (pos >= 20).all() and ((x < 8).sum(1) > 2).any()
+    with pytest.raises(ValueError, match="min_verb_pos"):
+        bites_batch(4, 10, min_verb_pos=9)
+    with pytest.raises(ValueError, match="distractor_p"):
+        bites_batch(4, 10, distractor_p=1.5)
