@@ -1,0 +1,176 @@
+"""Recurrent networks: a vanilla RNN cell from scratch, a character-level RNN/LSTM/GRU language model,
+and the measurements of Chapter 2 (recall at distance k, gradient norm by distance).
+
+Shape legend (batch first): B batch, T time, D input size, H hidden size (d_hidden), E d_emb, V vocab.
+One step of the vanilla RNN (Elman 1990): h_t = tanh(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh).
+"""
+from __future__ import annotations
+
+import math
+from typing import Dict, List, Optional, Sequence
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .tasks import recall_batch
+
+__all__ = ["RNNCell", "RNN", "CharRNN", "train_recall", "recall_accuracy", "input_gradients",
+           "gradient_by_distance", "check_lstm_step"]
+
+_CELLS = {"rnn": nn.RNN, "lstm": nn.LSTM, "gru": nn.GRU}
+
+
+class RNNCell(nn.Module):
+    """One vanilla RNN step, parameters named and initialised like nn.RNN's. Chapter 2.
+
+    forward(x (B, D), h (B, H)) -> h' (B, H)
+    """
+
+    def __init__(self, d_in: int, d_hidden: int):
+        super().__init__()
+        if d_in < 1 or d_hidden < 1:
+            raise ValueError(f"d_in and d_hidden must be positive, got {d_in}, {d_hidden}")
+        bound = 1 / math.sqrt(d_hidden)
+        self.weight_ih = nn.Parameter(torch.empty(d_hidden, d_in).uniform_(-bound, bound))
+        self.weight_hh = nn.Parameter(torch.empty(d_hidden, d_hidden).uniform_(-bound, bound))
+        self.bias_ih = nn.Parameter(torch.empty(d_hidden).uniform_(-bound, bound))
+        self.bias_hh = nn.Parameter(torch.empty(d_hidden).uniform_(-bound, bound))
+
+    def forward(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(x @ self.weight_ih.T + self.bias_ih + h @ self.weight_hh.T + self.bias_hh)
+
+
+class RNN(nn.Module):
+    """The time loop around RNNCell: x (B, T, D), h0 (B, H) or None -> outputs (B, T, H), h_T (B, H).
+
+    Equals nn.RNN(D, H, batch_first=True) after `load_from(torch_rnn)`. Chapter 2.
+    """
+
+    def __init__(self, d_in: int, d_hidden: int):
+        super().__init__()
+        self.cell = RNNCell(d_in, d_hidden)
+        self.d_hidden = d_hidden
+
+    def forward(self, x: torch.Tensor, h0: Optional[torch.Tensor] = None):
+        if x.dim() != 3 or x.shape[-1] != self.cell.weight_ih.shape[1]:
+            raise ValueError(f"x should have shape (B, T, {self.cell.weight_ih.shape[1]}), got {tuple(x.shape)}")
+        h = x.new_zeros(x.shape[0], self.d_hidden) if h0 is None else h0
+        outputs = []
+        for t in range(x.shape[1]):               # the step t must wait for step t-1
+            h = self.cell(x[:, t], h)
+            outputs.append(h)
+        return torch.stack(outputs, 1), h
+
+    @torch.no_grad()
+    def load_from(self, torch_rnn: nn.RNN) -> "RNN":
+        """Copy the weights of a one-layer, unidirectional, tanh nn.RNN into this module."""
+        if torch_rnn.num_layers != 1 or torch_rnn.bidirectional or torch_rnn.nonlinearity != "tanh":
+            raise ValueError("load_from expects a one-layer, unidirectional nn.RNN with tanh")
+        for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+            getattr(self.cell, name).copy_(getattr(torch_rnn, name + "_l0"))
+        return self
+
+
+class CharRNN(nn.Module):
+    """Character language model: embedding -> RNN/LSTM/GRU -> linear head. Chapter 2.
+
+    forward(x (B, T) ids) -> logits (B, T, V); the same interface as every LM in the book, so
+    book.train.train_lm and evaluate_lm work unchanged. Also the recall-task model (last position).
+    """
+
+    def __init__(self, vocab_size: int, d_emb: int = 32, d_hidden: int = 128, cell: str = "lstm",
+                 n_layers: int = 1):
+        super().__init__()
+        if cell not in _CELLS:
+            raise ValueError(f"cell must be one of {sorted(_CELLS)}, got {cell!r}")
+        if min(vocab_size, d_emb, d_hidden, n_layers) < 1:
+            raise ValueError("vocab_size, d_emb, d_hidden and n_layers must be positive")
+        self.kind = cell
+        self.embed = nn.Embedding(vocab_size, d_emb)
+        self.rnn = _CELLS[cell](d_emb, d_hidden, num_layers=n_layers, batch_first=True)
+        self.head = nn.Linear(d_hidden, vocab_size)
+
+    def from_embeddings(self, e: torch.Tensor) -> torch.Tensor:
+        """Embedded inputs (B, T, E) -> logits (B, T, V); lets us take gradients w.r.t. the inputs."""
+        out, _ = self.rnn(e)
+        return self.head(out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() != 2:
+            raise ValueError(f"x should have shape (B, T), got {tuple(x.shape)}")
+        return self.from_embeddings(self.embed(x))
+
+
+def train_recall(model: CharRNN, *, steps: int, seq_len: int, n_values: int = 8, batch_size: int = 64,
+                 lr: float = 3e-3, generator: Optional[torch.Generator] = None,
+                 progress: bool = True) -> List[float]:
+    """Train a CharRNN on recall at random distances 1..seq_len-1 (loss on the last step only).
+
+    Returns the loss per step (nats). Chapter 2.
+    """
+    from tqdm.auto import tqdm
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    device = next(model.parameters()).device
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    history = []
+    model.train()
+    for _ in tqdm(range(steps), disable=not progress, desc=f"recall {model.kind}", mininterval=0.5):
+        x, y, _ = recall_batch(batch_size, seq_len, n_values, generator=generator)
+        loss = F.cross_entropy(model(x.to(device))[:, -1], y.to(device))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        history.append(loss.item())
+    model.eval()
+    return history
+
+
+@torch.no_grad()
+def recall_accuracy(model: CharRNN, seq_len: int, distances: Sequence[int], n_values: int = 8,
+                    n: int = 512, generator: Optional[torch.Generator] = None) -> Dict[int, float]:
+    """{k: accuracy} of recalling the value k steps back, on n fresh sequences per k. Chapter 2."""
+    device = next(model.parameters()).device
+    out = {}
+    for k in distances:
+        x, y, _ = recall_batch(n, seq_len, n_values, distance=k, generator=generator)
+        out[k] = (model(x.to(device))[:, -1].argmax(-1).cpu() == y).float().mean().item()
+    return out
+
+
+def input_gradients(model: CharRNN, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Norm of d(last step's logit for answer y)/d(input embedding) at every position. Chapter 2.
+
+    x (B, T) ids, y (B,) answers -> (B, T): how much each input can still move the final output.
+    """
+    device = next(model.parameters()).device
+    e = model.embed(x.to(device)).detach().requires_grad_(True)              # (B, T, E)
+    logit = model.from_embeddings(e)[:, -1].gather(1, y.to(device)[:, None]).sum()
+    (grad,) = torch.autograd.grad(logit, e)
+    return grad.norm(dim=-1).cpu()
+
+
+def gradient_by_distance(model: CharRNN, seq_len: int, distances: Sequence[int], n_values: int = 8,
+                         n: int = 256, generator: Optional[torch.Generator] = None) -> Dict[int, float]:
+    """{k: mean input-gradient norm at the value to recall, k steps back} on recall sequences. Chapter 2."""
+    out = {}
+    for k in distances:
+        x, y, _ = recall_batch(n, seq_len, n_values, distance=k, generator=generator)
+        out[k] = input_gradients(model, x, y)[:, seq_len - k].mean().item()
+    return out
+
+
+def check_lstm_step(fn) -> bool:
+    """Self-check for the Chapter 2 exercise: fn(x, h, c, weight_ih, weight_hh, bias_ih, bias_hh)
+    -> (h', c') must match nn.LSTMCell (gate order i, f, g, o). Raises AssertionError with a hint."""
+    g = torch.Generator().manual_seed(0)
+    cell = nn.LSTMCell(4, 3)
+    x, h, c = torch.randn(2, 4, generator=g), torch.randn(2, 3, generator=g), torch.randn(2, 3, generator=g)
+    h_ref, c_ref = cell(x, (h, c))
+    h_new, c_new = fn(x, h, c, cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh)
+    assert tuple(h_new.shape) == (2, 3) and tuple(c_new.shape) == (2, 3), "h' and c' should be (B, H)"
+    assert torch.allclose(c_new, c_ref, atol=1e-5), "c' differs: c' = f * c + i * g (gate order i, f, g, o)"
+    assert torch.allclose(h_new, h_ref, atol=1e-5), "c' is right but h' differs: h' = o * tanh(c')"
+    return True

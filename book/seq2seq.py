@@ -1,0 +1,268 @@
+"""RNN encoder-decoders, with and without attention. Chapters 2 (fixed summary) and 3 (Bahdanau).
+
+Shape legend (batch first): B batch, S source length, T target length, E d_emb,
+Denc encoder state size (2 * d_enc: forward and backward GRU), Ddec decoder state size, A d_att, V vocab.
+The two decoders differ in one line: the context c_t is the fixed summary (Cho et al. 2014, Sutskever
+et al. 2014) or an attention-weighted mix of all encoder states (Bahdanau, Cho & Bengio 2014).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Optional, Tuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .tasks import BOS, EOS, PAD, ToyTranslation
+
+__all__ = ["AdditiveAttention", "MultiplicativeAttention", "Encoder", "Decoder", "Seq2Seq",
+           "Seq2SeqConfig", "build_seq2seq", "train_seq2seq", "check_general_score"]
+
+
+class AdditiveAttention(nn.Module):
+    """Bahdanau's additive attention: e_i = v_a^T tanh(W_a s + U_a h_i), weights = softmax(e). Chapter 3.
+
+    W_a: (A, Ddec) maps the decoder state (the query), U_a: (A, Denc) maps each encoder state (the keys),
+    v_a: (A,) turns the mixed A-vector into one score. Ddec and Denc may differ: both land in size A.
+    """
+
+    def __init__(self, d_dec: int, d_enc: int, d_att: int):
+        super().__init__()
+        if min(d_dec, d_enc, d_att) < 1:
+            raise ValueError(f"sizes must be positive, got d_dec={d_dec}, d_enc={d_enc}, d_att={d_att}")
+        self.W_a = nn.Linear(d_dec, d_att, bias=False)
+        self.U_a = nn.Linear(d_enc, d_att, bias=False)
+        self.v_a = nn.Parameter(torch.randn(d_att) / d_att**0.5)
+
+    def project_keys(self, keys: torch.Tensor) -> torch.Tensor:
+        """U_a h_i for every source position, once per sentence: (B, S, Denc) -> (B, S, A)."""
+        return self.U_a(keys)
+
+    def scores(self, query: torch.Tensor, projected_keys: torch.Tensor) -> torch.Tensor:
+        """Alignment scores e: query (B, Ddec), projected keys (B, S, A) -> (B, S)."""
+        return torch.tanh(self.W_a(query).unsqueeze(1) + projected_keys) @ self.v_a
+
+    def forward(self, query: torch.Tensor, keys: torch.Tensor, pad_mask: Optional[torch.Tensor] = None,
+                projected_keys: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+        """query (B, Ddec), keys = values (B, S, Denc), pad_mask (B, S) True at padding
+        -> context (B, Denc), weights (B, S)."""
+        return _attend(self, query, keys, pad_mask, projected_keys)
+
+
+class MultiplicativeAttention(nn.Module):
+    """Luong's "general" score e_i = s^T W h_i (a dot product after one map, as sizes differ). Chapter 3."""
+
+    def __init__(self, d_dec: int, d_enc: int):
+        super().__init__()
+        if min(d_dec, d_enc) < 1:
+            raise ValueError(f"sizes must be positive, got d_dec={d_dec}, d_enc={d_enc}")
+        self.W = nn.Linear(d_enc, d_dec, bias=False)
+
+    def project_keys(self, keys: torch.Tensor) -> torch.Tensor:
+        """W h_i for every source position: (B, S, Denc) -> (B, S, Ddec)."""
+        return self.W(keys)
+
+    def scores(self, query: torch.Tensor, projected_keys: torch.Tensor) -> torch.Tensor:
+        """query (B, Ddec), projected keys (B, S, Ddec) -> scores (B, S)."""
+        return (projected_keys @ query.unsqueeze(-1)).squeeze(-1)
+
+    def forward(self, query, keys, pad_mask=None, projected_keys=None):
+        """Same contract as AdditiveAttention.forward."""
+        return _attend(self, query, keys, pad_mask, projected_keys)
+
+
+def _attend(attn, query, keys, pad_mask, projected_keys):
+    """Shared tail of both attentions: mask, softmax over S, weighted sum of the encoder states."""
+    if query.dim() != 2 or keys.dim() != 3 or query.shape[0] != keys.shape[0]:
+        raise ValueError(f"expected query (B, Ddec) and keys (B, S, Denc), got {tuple(query.shape)} "
+                         f"and {tuple(keys.shape)}")
+    if projected_keys is None:
+        projected_keys = attn.project_keys(keys)
+    e = attn.scores(query, projected_keys)                       # (B, S)
+    if pad_mask is not None:
+        if pad_mask.shape != e.shape:
+            raise ValueError(f"pad_mask should have shape {tuple(e.shape)}, got {tuple(pad_mask.shape)}")
+        e = e.masked_fill(pad_mask, float("-inf"))
+    weights = torch.softmax(e, dim=-1)
+    context = (weights.unsqueeze(1) @ keys).squeeze(1)           # (B, 1, S) @ (B, S, Denc) -> (B, Denc)
+    return context, weights
+
+
+def check_general_score(fn) -> bool:
+    """Self-check for the Chapter 3 exercise: fn(s (B, Ddec), H (B, S, Denc), W (Ddec, Denc)) -> (B, S)
+    must equal the scores s^T W h_i. Raises AssertionError with a hint otherwise."""
+    g = torch.Generator().manual_seed(0)
+    s, H, W = torch.randn(2, 3, generator=g), torch.randn(2, 5, 4, generator=g), torch.randn(3, 4, generator=g)
+    out = fn(s, H, W)
+    assert tuple(out.shape) == (2, 5), f"scores should have shape (B, S) = (2, 5), got {tuple(out.shape)}"
+    want = torch.einsum("bd,de,bse->bs", s, W, H)
+    assert torch.allclose(out, want, atol=1e-5), "shape is right but values differ: score_i = s^T W h_i"
+    return True
+
+
+class Encoder(nn.Module):
+    """Bidirectional GRU encoder: src ids (B, S) -> states H (B, S, 2*d_enc), summary (B, 2*d_enc).
+
+    The summary joins the forward state after the last real token and the backward state after the first
+    one; padding is skipped with packing, so the backward GRU starts at each sentence's true end.
+    """
+
+    def __init__(self, vocab_size: int, d_emb: int, d_enc: int):
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, d_emb, padding_idx=PAD)
+        self.rnn = nn.GRU(d_emb, d_enc, batch_first=True, bidirectional=True)
+
+    def forward(self, src: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        lengths = (src != PAD).sum(1)
+        if (lengths == 0).any():
+            raise ValueError("every source sentence needs at least one non-PAD token")
+        packed = nn.utils.rnn.pack_padded_sequence(self.embed(src), lengths.cpu(), batch_first=True,
+                                                   enforce_sorted=False)
+        out, h_n = self.rnn(packed)                               # h_n: (2, B, d_enc)
+        H, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=src.shape[1])
+        return H, torch.cat([h_n[0], h_n[1]], dim=-1)
+
+
+class Decoder(nn.Module):
+    """GRU decoder. Without attention, every step sees the same summary c; with it, c_t is recomputed
+    from the previous state s_{t-1} and all encoder states H. Chapter 2 (attention=None), Chapter 3."""
+
+    def __init__(self, vocab_size: int, d_emb: int, d_enc_out: int, d_dec: int,
+                 attention: Optional[nn.Module] = None):
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, d_emb, padding_idx=PAD)
+        self.init_proj = nn.Linear(d_enc_out, d_dec)              # summary -> s_0
+        self.cell = nn.GRUCell(d_emb + d_enc_out, d_dec)
+        self.out_proj = nn.Linear(d_dec + d_enc_out, vocab_size)
+        self.attention = attention
+
+    def start(self, H: torch.Tensor, summary: torch.Tensor) -> torch.Tensor:
+        """Initial decoder state s_0 = tanh(W summary): (B, Denc) -> (B, Ddec)."""
+        return torch.tanh(self.init_proj(summary))
+
+    def step(self, y_prev, s, H, summary, pad_mask, projected_keys=None):
+        """One step: previous token (B,), state (B, Ddec) -> logits (B, V), new state, weights (B, S)|None."""
+        if self.attention is None:
+            c, w = summary, None                                  # the fixed-size bottleneck
+        else:
+            c, w = self.attention(s, H, pad_mask, projected_keys)
+        s = self.cell(torch.cat([self.embed(y_prev), c], -1), s)
+        return self.out_proj(torch.cat([s, c], -1)), s, w
+
+
+class Seq2Seq(nn.Module):
+    """Encoder + decoder. forward(src (B, S), tgt_in (B, T)) -> logits (B, T, V) with teacher forcing;
+    greedy(src, max_len) -> ids (B, T'), weights (B, T', S) or None. Chapters 2, 3."""
+
+    def __init__(self, encoder: Encoder, decoder: Decoder):
+        super().__init__()
+        self.encoder, self.decoder = encoder, decoder
+
+    def _prepare(self, src):
+        H, summary = self.encoder(src)
+        att = self.decoder.attention
+        keys = att.project_keys(H) if att is not None else None
+        return H, summary, src == PAD, keys
+
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        H, summary, pad_mask, keys = self._prepare(src)
+        s = self.decoder.start(H, summary)
+        logits = []
+        for t in range(tgt_in.shape[1]):                          # sequential: s_t needs s_{t-1}
+            out, s, _ = self.decoder.step(tgt_in[:, t], s, H, summary, pad_mask, keys)
+            logits.append(out)
+        return torch.stack(logits, 1)
+
+    @torch.no_grad()
+    def greedy(self, src: torch.Tensor, max_len: int):
+        """Decode from BOS, feeding back the argmax, until every row has produced EOS or max_len."""
+        if max_len < 1:
+            raise ValueError(f"max_len must be >= 1, got {max_len}")
+        H, summary, pad_mask, keys = self._prepare(src)
+        s = self.decoder.start(H, summary)
+        y = torch.full((src.shape[0],), BOS, dtype=torch.long, device=src.device)
+        ids, weights, done = [], [], torch.zeros_like(y, dtype=torch.bool)
+        for _ in range(max_len):
+            out, s, w = self.decoder.step(y, s, H, summary, pad_mask, keys)
+            y = out.argmax(-1).masked_fill(done, PAD)
+            ids.append(y)
+            weights.append(w)
+            done |= y == EOS
+            if done.all():
+                break
+        att = None if weights[0] is None else torch.stack(weights, 1)
+        return torch.stack(ids, 1), att
+
+
+@dataclass
+class Seq2SeqConfig:
+    """Sizes of an RNN encoder-decoder. attention: "none" (Chapter 2), "additive" or "multiplicative"."""
+    src_vocab_size: int
+    tgt_vocab_size: int
+    d_emb: int = 32
+    d_enc: int = 64          # per direction; encoder states have 2 * d_enc
+    d_dec: int = 96          # deliberately not 2 * d_enc: attention does not need equal sizes
+    d_att: int = 64
+    attention: str = "additive"
+
+
+def build_seq2seq(cfg: Seq2SeqConfig) -> Seq2Seq:
+    """A Seq2Seq model from a config. Chapters 2, 3."""
+    d_out = 2 * cfg.d_enc
+    attention = {"none": lambda: None,
+                 "additive": lambda: AdditiveAttention(cfg.d_dec, d_out, cfg.d_att),
+                 "multiplicative": lambda: MultiplicativeAttention(cfg.d_dec, d_out)}.get(cfg.attention)
+    if attention is None:
+        raise ValueError(f"attention must be 'none', 'additive' or 'multiplicative', got {cfg.attention!r}")
+    return Seq2Seq(Encoder(cfg.src_vocab_size, cfg.d_emb, cfg.d_enc),
+                   Decoder(cfg.tgt_vocab_size, cfg.d_emb, d_out, cfg.d_dec, attention()))
+
+
+def _length_sorted_batches(task: ToyTranslation, n_batches: int, batch_size: int, min_len: int,
+                           max_len: int, generator) -> List:
+    """Draw n_batches * batch_size sentences at once and cut them, sorted by length, into batches:
+    sentences of similar length share a batch, so less time is spent on padding."""
+    pool = task.train_batch(n_batches * batch_size, min_len, max_len, generator)
+    sents = [task.decode(row, "src") for row in pool.src]
+    sents.sort(key=len)
+    order = torch.randperm(n_batches, generator=generator).tolist()
+    return [task.make_batch(sents[i * batch_size:(i + 1) * batch_size]) for i in order]
+
+
+def train_seq2seq(model: nn.Module, task: ToyTranslation, *, steps: int, batch_size: int = 64,
+                  lr: float = 3e-3, min_len: int = 3, max_len: int = 32,
+                  generator: Optional[torch.Generator] = None, device=None, grad_clip: float = 1.0,
+                  bucket: int = 4, progress: bool = True) -> List[float]:
+    """Train with teacher forcing and Adam (cosine decay to lr/10) on fresh random batches; returns the
+    loss per step (nats/token).
+
+    Every `bucket` steps, bucket * batch_size new sentences are drawn and grouped by length.
+    Works for any model with forward(src, tgt_in) -> logits (B, T, V), e.g. the Transformer of Chapter 8.
+    """
+    from tqdm.auto import tqdm
+    if steps < 1 or lr <= 0 or bucket < 1:
+        raise ValueError(f"need steps >= 1, lr > 0, bucket >= 1, got steps={steps}, lr={lr}, bucket={bucket}")
+    device = device or next(model.parameters()).device
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps, eta_min=lr / 10)   # settle at the end
+    history: List[float] = []
+    batches: List = []
+    bar = tqdm(range(steps), disable=not progress, desc="train", mininterval=0.5)
+    model.train()
+    for _ in bar:
+        if not batches:
+            batches = _length_sorted_batches(task, bucket, batch_size, min_len, max_len, generator)
+        b = batches.pop()
+        logits = model(b.src.to(device), b.tgt_in.to(device))
+        loss = F.cross_entropy(logits.flatten(0, 1), b.tgt_out.to(device).flatten(), ignore_index=PAD)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        opt.step()
+        sched.step()
+        history.append(loss.item())
+        if len(history) % 50 == 0:
+            bar.set_postfix(loss=f"{sum(history[-50:]) / 50:.3f}")
+    model.eval()
+    return history
