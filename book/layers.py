@@ -1,0 +1,264 @@
+"""Transformer building blocks: multi-head attention, feed-forward, LayerNorm, the block. Chapter 6.
+
+Shape legend (batch first): B batch, T time (Tq queries, Tk keys when they differ),
+C = d_model, H = n_heads, D = d_head = d_model // n_heads, F = d_ff.
+
+Mask convention (as in book.attention and PyTorch's boolean attn_mask): True = may attend.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .attention import attention, causal_mask, scaled_dot_product_attention
+
+__all__ = [
+    "MultiHeadAttention",
+    "FeedForward",
+    "LayerNorm",
+    "RMSNorm",
+    "TransformerBlock",
+    "block_params",
+    "check_multi_head",
+    "check_rms_norm",
+]
+
+_ACTIVATIONS = {"gelu": F.gelu, "relu": F.relu}
+_NORMS = ("pre", "post")
+
+
+def _check_dims(d_model: int, n_heads: int) -> None:
+    """Raise ValueError unless d_model and n_heads are positive ints with d_model % n_heads == 0."""
+    for name, v in (("d_model", d_model), ("n_heads", n_heads)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    if d_model % n_heads:
+        raise ValueError(
+            f"d_model must be divisible by n_heads (each head gets d_model // n_heads dims), "
+            f"got d_model={d_model}, n_heads={n_heads}"
+        )
+
+
+def _check_dropout(p: float) -> None:
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout must lie in [0, 1), got {p}")
+
+
+class MultiHeadAttention(nn.Module):
+    """H heads of scaled dot-product attention in parallel, concatenated, then out_proj. Chapter 6.
+
+    x (B, Tq, C), optional context (B, Tk, C) for cross-attention -> out (B, Tq, C);
+    with need_weights=True returns (out, weights (B, H, Tq, Tk)).
+    """
+
+    def __init__(self, d_model: int, n_heads: int, *, bias: bool = False, dropout: float = 0.0):
+        super().__init__()
+        _check_dims(d_model, n_heads)
+        _check_dropout(dropout)
+        self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
+        self.dropout = dropout
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def _split(self, t: torch.Tensor) -> torch.Tensor:
+        B, T, _ = t.shape
+        return t.view(B, T, self.n_heads, self.d_head).transpose(1, 2)  # (B, T, C) -> (B, H, T, D)
+
+    def _check_inputs(self, x: torch.Tensor, context: Optional[torch.Tensor]) -> None:
+        if x.dim() != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(f"x should have shape (B, T, {self.d_model}), got {tuple(x.shape)}")
+        if context is not None and (
+            context.dim() != 3 or context.shape[0] != x.shape[0] or context.shape[-1] != self.d_model
+        ):
+            raise ValueError(
+                f"context should have shape ({x.shape[0]}, Tk, {self.d_model}), got {tuple(context.shape)}"
+            )
+
+    def _attend(self, q, k, v, mask, is_causal, need_weights):
+        """Attention over (B, H, T, D) heads: fused fast path, or the written-out one that returns weights."""
+        p = self.dropout if self.training else 0.0
+        if not need_weights:
+            return attention(q, k, v, mask=mask, is_causal=is_causal, dropout_p=p), None
+        if is_causal:
+            if mask is not None:
+                raise ValueError("pass either mask or is_causal=True, not both")
+            if q.shape[-2] != k.shape[-2]:
+                raise ValueError(f"is_causal=True needs Tq == Tk, got Tq={q.shape[-2]}, Tk={k.shape[-2]}")
+            mask = causal_mask(q.shape[-2], q.device)
+        out, weights = scaled_dot_product_attention(q, k, v, mask)  # (B, H, Tq, D), (B, H, Tq, Tk)
+        if p > 0:
+            out = F.dropout(weights, p) @ v  # attention dropout, as in the fast path
+        return out, weights
+
+    def forward(self, x: torch.Tensor, context: Optional[torch.Tensor] = None,
+                mask: Optional[torch.Tensor] = None, is_causal: bool = False, need_weights: bool = False):
+        """x (B, Tq, C), context (B, Tk, C) or None (self-attention) -> out (B, Tq, C) [, weights (B, H, Tq, Tk)]."""
+        self._check_inputs(x, context)
+        src = x if context is None else context
+        B, Tq, C = x.shape
+        q, k, v = self._split(self.q_proj(x)), self._split(self.k_proj(src)), self._split(self.v_proj(src))
+        out, weights = self._attend(q, k, v, mask, is_causal, need_weights)  # (B, H, Tq, D)
+        out = self.out_proj(out.transpose(1, 2).reshape(B, Tq, C))  # (B, H, Tq, D) -> (B, Tq, C)
+        return (out, weights) if need_weights else out
+
+
+class FeedForward(nn.Module):
+    """Position-wise MLP: Linear(C -> F), activation, Linear(F -> C); F = 4C by default. Chapter 6.
+
+    x (..., C) -> (..., C). Every position is transformed independently with the same weights.
+    """
+
+    def __init__(self, d_model: int, d_ff: Optional[int] = None, activation: str = "gelu",
+                 bias: bool = False, dropout: float = 0.0):
+        super().__init__()
+        d_ff = 4 * d_model if d_ff is None else d_ff
+        for name, v in (("d_model", d_model), ("d_ff", d_ff)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"{name} must be a positive int, got {v!r}")
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
+        _check_dropout(dropout)
+        self.d_model, self.d_ff, self.activation = d_model, d_ff, activation
+        self.up = nn.Linear(d_model, d_ff, bias=bias)
+        self.down = nn.Linear(d_ff, d_model, bias=bias)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[-1] != self.d_model:
+            raise ValueError(f"x should have shape (..., {self.d_model}), got {tuple(x.shape)}")
+        h = _ACTIVATIONS[self.activation](self.up(x))  # (..., C) -> (..., F)
+        return self.drop(self.down(h))  # (..., F) -> (..., C)
+
+
+class LayerNorm(nn.Module):
+    """Normalise each position's C features to mean 0, variance 1, then scale and shift. Chapter 6.
+
+    x (..., C) -> (..., C). Equal to nn.LayerNorm(C, eps); statistics never mix positions or batch items.
+    """
+
+    def __init__(self, d_model: int, eps: float = 1e-5, bias: bool = True):
+        super().__init__()
+        if not isinstance(d_model, int) or isinstance(d_model, bool) or d_model < 1:
+            raise ValueError(f"d_model must be a positive int, got {d_model!r}")
+        if not eps > 0:
+            raise ValueError(f"eps must be positive, got {eps}")
+        self.d_model, self.eps = d_model, eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.bias = nn.Parameter(torch.zeros(d_model)) if bias else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[-1] != self.d_model:
+            raise ValueError(f"x should have shape (..., {self.d_model}), got {tuple(x.shape)}")
+        mean = x.mean(dim=-1, keepdim=True)  # (..., 1)
+        var = x.var(dim=-1, keepdim=True, unbiased=False)  # biased variance, as nn.LayerNorm
+        y = (x - mean) / torch.sqrt(var + self.eps) * self.weight
+        return y if self.bias is None else y + self.bias
+
+
+class RMSNorm(nn.Module):
+    """LayerNorm without the mean: x / sqrt(mean(x^2) + eps) * weight (Zhang & Sennrich 2019; LLaMA). Chapter 6.
+
+    x (..., C) -> (..., C). Equal to nn.RMSNorm(C, eps).
+    """
+
+    def __init__(self, d_model: int, eps: float = 1e-6):
+        super().__init__()
+        if not isinstance(d_model, int) or isinstance(d_model, bool) or d_model < 1:
+            raise ValueError(f"d_model must be a positive int, got {d_model!r}")
+        self.d_model, self.eps = d_model, eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[-1] != self.d_model:
+            raise ValueError(f"x should have shape (..., {self.d_model}), got {tuple(x.shape)}")
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class TransformerBlock(nn.Module):
+    """Attention + FFN, each wrapped in a residual connection and LayerNorm (pre or post). Chapter 6.
+
+    x (B, T, C) -> (B, T, C). norm="pre": x + f(LN(x)) (GPT-2); norm="post": LN(x + f(x)) (Vaswani 2017).
+    The flags residual / use_ffn / use_norm switch parts off for the chapter's ablation ladder.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: Optional[int] = None, *, norm: str = "pre",
+                 causal: bool = True, bias: bool = False, dropout: float = 0.0, residual: bool = True,
+                 use_ffn: bool = True, use_norm: bool = True, activation: str = "gelu"):
+        super().__init__()
+        if norm not in _NORMS:
+            raise ValueError(f"norm must be one of {_NORMS}, got {norm!r}")
+        self.norm, self.causal, self.residual = norm, causal, residual
+        self.use_ffn, self.use_norm = use_ffn, use_norm
+        self.attn = MultiHeadAttention(d_model, n_heads, bias=bias, dropout=dropout)
+        self.ffn = FeedForward(d_model, d_ff, activation, bias=bias, dropout=dropout) if use_ffn else None
+        self.ln1 = LayerNorm(d_model) if use_norm else nn.Identity()
+        self.ln2 = LayerNorm(d_model) if (use_norm and use_ffn) else nn.Identity()
+        self.resid_drop = nn.Dropout(dropout)
+
+    def _sublayer(self, x: torch.Tensor, f, ln: nn.Module) -> torch.Tensor:
+        """One residual sub-layer: pre x + f(ln(x)), post ln(x + f(x)); no residual drops the `x +`."""
+        if self.norm == "pre":
+            y = self.resid_drop(f(ln(x)))
+            return x + y if self.residual else y
+        y = self.resid_drop(f(x))
+        return ln(x + y if self.residual else y)
+
+    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+        if x.dim() != 3 or x.shape[-1] != self.attn.d_model:
+            raise ValueError(f"x should have shape (B, T, {self.attn.d_model}), got {tuple(x.shape)}")
+        if mask is not None and self.causal:
+            mask = mask & causal_mask(x.shape[1], x.device)  # both: causal and the given mask
+        is_causal = self.causal and mask is None
+        x = self._sublayer(x, lambda h: self.attn(h, mask=mask, is_causal=is_causal), self.ln1)
+        if self.ffn is not None:
+            x = self._sublayer(x, self.ffn, self.ln2)
+        return x
+
+
+def block_params(d_model: int, d_ff: Optional[int] = None) -> int:
+    """Weights of one bias-free block, attention 4C^2 + FFN 2CF (= 12C^2 when F = 4C), norms ignored. Chapter 6."""
+    d_ff = 4 * d_model if d_ff is None else d_ff
+    return 4 * d_model * d_model + 2 * d_model * d_ff
+
+
+def check_multi_head(fn, seed: int = 0) -> bool:
+    """Self-check for the chapter 6 exercise: does `fn(x, mha)` compute mha(x) with a loop over heads?
+
+    `fn` gets x (B, T, C) and a MultiHeadAttention `mha` (no mask) and should return out (B, T, C) using
+    only mha.q_proj, k_proj, v_proj, out_proj weights. Tried with B=2, T=5, C=12, H=3.
+    """
+    g = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    mha = MultiHeadAttention(12, 3)
+    x = torch.randn(2, 5, 12, generator=g)
+    with torch.no_grad():
+        want, got = mha(x), fn(x, mha)
+    if tuple(got.shape) != (2, 5, 12):
+        raise AssertionError(f"output should have shape (2, 5, 12) = (B, T, C), got {tuple(got.shape)}")
+    if not torch.allclose(got, want, atol=1e-5, rtol=1e-4):
+        raise AssertionError("values differ from MultiHeadAttention. Hints: head h uses rows h*D:(h+1)*D of "
+                             "each projection weight; scale by sqrt(D), not sqrt(C); concatenate, then out_proj.")
+    print("Correct: your loop over heads computes exactly what the batched MultiHeadAttention computes.")
+    return True
+
+
+def check_rms_norm(fn, seed: int = 0) -> bool:
+    """Self-check for the chapter 6 exercise: does `fn(x, weight, eps)` compute RMSNorm over the last dim?"""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(2, 5, 8, generator=g) * 3 + 1
+    w = torch.randn(8, generator=g)
+    want = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+    got = fn(x, w, 1e-6)
+    if tuple(got.shape) != tuple(x.shape):
+        raise AssertionError(f"output should have shape {tuple(x.shape)}, got {tuple(got.shape)}")
+    if not torch.allclose(got, want, atol=1e-5, rtol=1e-4):
+        hint = "do not subtract the mean" if torch.allclose(got, F.layer_norm(x, (8,), w, None, 1e-6),
+                                                           atol=1e-5) else "divide by sqrt(mean(x^2) + eps)"
+        raise AssertionError(f"values differ from RMSNorm over the last dim. Hint: {hint}, then scale by weight.")
+    print("Correct: your RMSNorm matches the reference.")
+    return True
