@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Time to a validation loss: nanoGPT's CPU recipe against the course recipe, side by side. Chapter 7.
+
+    python benchmarks/gpt_time_to_loss.py              # the benchmark (a few minutes on 2 CPU cores)
+    python benchmarks/gpt_time_to_loss.py --ladder     # also each course change on its own (slow)
+    python benchmarks/gpt_time_to_loss.py --quick      # a smoke test of the harness, no claims
+
+Both runs train the same `book.models.GPT` code in one process; only the recipe differs
+(book.models.NANOGPT_CPU and COURSE_CPU). Their steps are interleaved in short chunks, so both see
+the same machine load, and the clock runs only during training steps: evaluation is excluded.
+Every chunk ends with the validation loss on the same fixed windows (nanoGPT's estimate_loss
+draws new random windows each time, which is noisier); the run's time at the first evaluation at
+or below the target is its time to the target. If the baseline never gets there, its whole
+training time is used (which favours the baseline). The last line reads
+    ratio=<course/baseline> course_s=<...> baseline_s=<...> baseline_final_val=<...>
+On a CUDA machine it also times nanoGPT's GPU recipe to val 1.47 (printed before the last line).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from book.data import load_shakespeare, shakespeare_split  # noqa: E402
+from book.models import COURSE_CPU, NANOGPT_CPU, NANOGPT_CPU_FINAL_VAL, NANOGPT_GPU, race, time_to  # noqa: E402
+from book.tokenizers import CharTokenizer  # noqa: E402
+from book.train import evaluate_lm  # noqa: E402
+
+TARGET = NANOGPT_CPU_FINAL_VAL  # nanoGPT's CPU recipe after 2000 steps, nats
+GPU_TARGET = 1.47  # nanoGPT's GPU recipe (A100, about 3 minutes)
+EVAL_BATCH = 64
+
+
+def log(line: str) -> None:
+    print(line, flush=True)
+
+
+def run_race(recipes, data, args, stop=(), device=None, target=TARGET):
+    """Interleaved race of the recipes (book.models.race), each evaluated 40 times over its schedule."""
+    train, val, vocab = data
+    every = [max(1, r.steps // 40) for r in recipes]
+    return race(recipes, vocab, train, val, target, every=every, eval_windows=args.eval_batches * EVAL_BATCH,
+                stop_at_target=stop, seed=args.seed, device=device, log=log)
+
+
+def final_val(run, val, n_batches: int) -> float:
+    return evaluate_lm(run.model, val, EVAL_BATCH, run.recipe.context_len, n_batches, device=run.device)
+
+
+def ladder_recipes():
+    """The course recipe built up from the baseline one change at a time."""
+    c, b = COURSE_CPU, NANOGPT_CPU
+    lr = dataclasses.replace(b, name="+ lr 8e-3, warmup 30", lr=c.lr, min_lr=c.min_lr, warmup=c.warmup)
+    depth = dataclasses.replace(lr, name="+ 2 layers", n_layers=c.n_layers)
+    batch = dataclasses.replace(depth, name="+ batch 32, same tokens", batch_size=c.batch_size,
+                                steps=b.steps * b.batch_size // c.batch_size)
+    return [b, lr, depth, batch, dataclasses.replace(c, name="+ 600-step schedule (= course)")]
+
+
+def report(runs, curves, finals, args) -> list:
+    """Print each run's time to the target; return those times (whole run if never reached)."""
+    times = []
+    for run, curve, final in zip(runs, curves, finals):
+        hit = time_to(curve, TARGET)
+        secs = hit[0] if hit else run.train_s
+        reached = f"at step {hit[1]}" if hit else "NOT reached: its whole training time is counted"
+        print(f"{run.recipe.name}: time to val {TARGET}: {secs:.2f} s ({reached}); "
+              f"final val {final:.4f} after {run.step} steps ({args.final_batches * EVAL_BATCH} windows); "
+              f"{run.step * run.recipe.batch_size * run.recipe.context_len / run.train_s:,.0f} tokens/s")
+        times.append(secs)
+    return times
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--threads", type=int, default=1, help="torch threads for every run (1: robust when shared)")
+    p.add_argument("--eval-batches", type=int, default=16, help="validation windows / 64 per evaluation")
+    p.add_argument("--final-batches", type=int, default=40, help="validation windows / 64 for final losses")
+    p.add_argument("--seed", type=int, default=1337)
+    p.add_argument("--ladder", action="store_true", help="also race each course change on its own")
+    p.add_argument("--quick", action="store_true", help="tiny runs to test the harness")
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    text = load_shakespeare()
+    tok = CharTokenizer.from_text(text)
+    train_text, val_text = shakespeare_split(text)
+    data = (torch.tensor(tok.encode(train_text)), torch.tensor(tok.encode(val_text)), tok.vocab_size)
+
+    base, course = NANOGPT_CPU, COURSE_CPU
+    if args.quick:
+        base, course = (dataclasses.replace(r, steps=r.steps // 40, warmup=r.warmup // 40) for r in (base, course))
+        args.eval_batches = args.final_batches = 2
+    print(f"target val {TARGET} nats | torch threads {torch.get_num_threads()} | "
+          f"{args.eval_batches * EVAL_BATCH} fixed validation windows per evaluation")
+    for r in (base, course):
+        print(f"{r}  -> {r.tokens:,} tokens")
+    runs, curves = run_race([base, course], data, args, stop=(course.name,))
+    finals = [final_val(run, data[1], args.final_batches) for run in runs]
+    base_s, course_s = report(runs, curves, finals, args)
+
+    if args.ladder:
+        print("ladder: the course's changes added one at a time, raced together")
+        recipes = ladder_recipes()
+        lruns, lcurves = run_race(recipes, data, args, stop=tuple(r.name for r in recipes[1:]))
+        report(lruns, lcurves, [final_val(r, data[1], args.final_batches) for r in lruns], args)
+
+    if torch.cuda.is_available() and not args.quick:
+        (run,), (curve,) = run_race([NANOGPT_GPU], data, args, stop=(NANOGPT_GPU.name,),
+                                    device=torch.device("cuda"), target=GPU_TARGET)
+        hit = time_to(curve, GPU_TARGET)
+        print(f"GPU {torch.cuda.get_device_name()}: {NANOGPT_GPU.name}: time to val {GPU_TARGET}: "
+              f"{hit[0] if hit else float('nan'):.1f} s (step {hit[1] if hit else '-'}), last val {curve[-1][2]:.4f}")
+
+    print(f"ratio={course_s / base_s:.3f} course_s={course_s:.2f} baseline_s={base_s:.2f} "
+          f"baseline_final_val={finals[0]:.4f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""Chapter 7's from-scratch cells (tagged `scratch`) agree with book.models and book.generate."""
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.testing import assert_close
+
+from book.generate import GroupedQueryAttention, greedy, next_token_probs, top_k_filter, top_p_filter
+from book.models import GPT, GPTConfig
+from nbtools import scratch_namespace
+
+B, H, T, D, V = 2, 3, 5, 8, 11  # all distinct, T > 1
+C = H * D
+
+
+@pytest.fixture(scope="module")
+def ns():
+    return scratch_namespace("07_training_gpt.ipynb")
+
+
+def test_scratch_gpt_equals_package_gpt(ns):
+    torch.manual_seed(0)
+    ours = ns["ScratchGPT"](V, context_len=7, d_model=C, n_heads=H, n_layers=2).eval()
+    book = GPT(GPTConfig(vocab_size=V, context_len=7, d_model=C, n_heads=H, n_layers=2, bias=True)).eval()
+    book.load_state_dict(ours.state_dict())
+    idx = torch.randint(V, (B, T))
+    logits = ours(idx)
+    assert logits.shape == (B, T, V)
+    assert_close(logits, book(idx))
+    assert ours.lm_head.weight is ours.tok_emb.weight
+
+
+def test_sampling_filters(ns):
+    torch.manual_seed(1)
+    z = torch.randn(B, T, V) * 2
+    assert torch.equal(ns["greedy_scratch"](z), greedy(z))
+    assert_close(ns["temperature_probs"](z, 0.6), next_token_probs(z, temperature=0.6))
+    for k in (1, 3, V):
+        assert_close(ns["top_k_scratch"](z, k), top_k_filter(z, k))
+    for p in (0.2, 0.75, 1.0):
+        assert_close(ns["top_p_scratch"](z, p), top_p_filter(z, p))
+
+
+def test_cached_attention_equals_causal_attention(ns):
+    torch.manual_seed(2)
+    q, k, v = (torch.randn(B, H, T, D) for _ in range(3))
+    cache = ns["ScratchKVCache"]()
+    steps = [ns["attend_with_cache"](q[:, :, t:t + 1], k[:, :, t:t + 1], v[:, :, t:t + 1], cache) for t in range(T)]
+    assert_close(torch.cat(steps, dim=2), F.scaled_dot_product_attention(q, k, v, is_causal=True))
+    assert cache.k.shape == (B, H, T, D)
+
+
+def test_scratch_cache_matches_package_attention_with_cache(ns):
+    """The package's cached GroupedQueryAttention, fed one token at a time, matches its full causal pass."""
+    torch.manual_seed(3)
+    attn = GroupedQueryAttention(C, H).eval()
+    model = GPT(GPTConfig(vocab_size=V, context_len=T, d_model=C, n_heads=H, n_layers=1))
+    cache = model.new_cache(B)
+    x = torch.randn(B, T, C)
+    outs = []
+    for t in range(T):
+        outs.append(attn(x[:, t:t + 1], is_causal=True, cache=cache, layer=0))
+        cache.advance(1)
+    assert_close(torch.cat(outs, 1), attn(x, is_causal=True))
