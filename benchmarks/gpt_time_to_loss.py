@@ -14,12 +14,13 @@ or below the target is its time to the target. If the baseline never gets there,
 training time is used (which favours the baseline). The last line reads
     ratio=<course/baseline> course_s=<...> baseline_s=<...> baseline_final_val=<...>
 On a CUDA machine it also times nanoGPT's GPU recipe to val 1.47 (printed before the last line).
+Both CPU runs use `--threads` torch threads (default 1: on a shared machine more threads than free
+cores slows every run down many times over). The corpus is found as in book.data (BOOK_DATA_DIR).
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 import sys
 from pathlib import Path
 
