@@ -3,7 +3,9 @@
 Organised by concept: utils, data, tokenizers, ngram, train, plots, widgets, and later
 attention, positional, layers, models, generate, rnn, seq2seq, tasks.
 """
-from .utils import check_shape, count_params, get_device, glue, seed_everything, timed
+from .utils import (check_shape, claim, count_params, get_device, glue, gpu_scale, seed_everything, set_threads,
+                    smoke_run, step_budget, timed)
 
 __version__ = "0.1.0"
-__all__ = ["check_shape", "count_params", "get_device", "glue", "seed_everything", "timed"]
+__all__ = ["check_shape", "claim", "count_params", "get_device", "glue", "gpu_scale", "seed_everything",
+           "set_threads", "smoke_run", "step_budget", "timed"]

@@ -14,6 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .tasks import recall_batch
+from .utils import step_budget
 
 __all__ = ["RNNCell", "RNN", "CharRNN", "train_recall", "recall_accuracy", "input_gradients",
            "gradient_by_distance", "check_lstm_step"]
@@ -112,6 +113,7 @@ def train_recall(model: CharRNN, *, steps: int, seq_len: int, n_values: int = 8,
     from tqdm.auto import tqdm
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
+    steps = step_budget(steps)   # BOOK_MAX_STEPS: a smoke run of the code path
     device = next(model.parameters()).device
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     history = []

@@ -15,6 +15,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .tasks import BOS, EOS, PAD, ToyTranslation
+from .utils import step_budget
 
 __all__ = ["AdditiveAttention", "MultiplicativeAttention", "Encoder", "Decoder", "Seq2Seq",
            "Seq2SeqConfig", "build_seq2seq", "train_seq2seq", "check_general_score"]
@@ -243,6 +244,7 @@ def train_seq2seq(model: nn.Module, task: ToyTranslation, *, steps: int, batch_s
     from tqdm.auto import tqdm
     if steps < 1 or lr <= 0 or bucket < 1:
         raise ValueError(f"need steps >= 1, lr > 0, bucket >= 1, got steps={steps}, lr={lr}, bucket={bucket}")
+    steps = step_budget(steps)   # BOOK_MAX_STEPS: a smoke run of the code path
     device = device or next(model.parameters()).device
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps, eta_min=lr / 10)   # settle at the end

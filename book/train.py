@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from .data import get_batch
+from .utils import step_budget
 
 __all__ = ["nats_to_bits", "lm_loss", "evaluate_lm", "train_lm", "History", "warmup_cosine",
            "leaderboard_row", "LEADERBOARD_MIME", "check_bits_per_char"]
@@ -93,6 +94,7 @@ def train_lm(model, train_data: torch.Tensor, val_data: torch.Tensor, *, steps: 
 
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
+    steps = step_budget(steps)   # BOOK_MAX_STEPS: a smoke run of the code path
     optimizer = optimizer or torch.optim.AdamW(model.parameters(), lr=lr)
     generator = generator if generator is not None else torch.Generator().manual_seed(0)
     hist = History()

@@ -1,4 +1,5 @@
-"""Small helpers every chapter uses: device choice, seeding, shape checks, timing, glue.
+"""Small helpers every chapter uses: device choice, seeding, shape checks, timing, glue, and the
+switches that make a chapter's checks portable (see CONTRIBUTING.md, "Notebook checks").
 
 Shape legend used across the package (batch first): B batch, T time (Tq/Tk when they differ),
 C = d_model, H heads, D head dim, V vocab.
@@ -14,7 +15,8 @@ from typing import Iterator, Optional, Sequence
 import numpy as np
 import torch
 
-__all__ = ["get_device", "seed_everything", "check_shape", "count_params", "timed", "glue"]
+__all__ = ["get_device", "seed_everything", "check_shape", "count_params", "timed", "glue", "gpu_scale",
+           "step_budget", "smoke_run", "claim", "set_threads"]
 
 _DEVICES = ("cuda", "mps", "cpu")
 
@@ -81,14 +83,125 @@ def timed() -> Iterator[dict]:
         box["s"] = time.perf_counter() - start
 
 
-def glue(name: str, value, display: bool = False) -> None:
-    """Store `value` under `name` for the website's prose (myst-nb glue); a no-op elsewhere.
+def _check_tolerance(tol, rel, factor) -> dict:
+    spec = {}
+    if tol is not None:
+        if tol == "any":
+            return {"any": True}
+        if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not tol >= 0:
+            raise ValueError(f"tol must be a number >= 0 or 'any', got {tol!r}")
+        spec["tol"] = float(tol)
+    if rel is not None:
+        if isinstance(rel, bool) or not isinstance(rel, (int, float)) or not rel >= 0:
+            raise ValueError(f"rel must be a number >= 0, got {rel!r}")
+        spec["rel"] = float(rel)
+    if factor is not None:
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not factor >= 1:
+            raise ValueError(f"factor must be a number >= 1, got {factor!r}")
+        spec["factor"] = float(factor)
+    return spec
+
+
+def glue(name: str, value, display: bool = False, *, tol=None, rel=None, factor=None) -> None:
+    """Store `value` under `name` for the website's prose (myst-nb glue); a no-op where myst-nb is missing.
 
     Prose cites it as {glue:text}`name` so every number on the page comes from executed code.
-    Outside a Jupyter Book environment (e.g. Colab without myst-nb) nothing is stored.
+    The tolerance says how far a fresh run on another machine may move each number in the value
+    before the test suite calls it drift (tests compare committed and fresh values):
+      no tolerance      the value must come out identical (pure arithmetic, counts, fixed data);
+      tol=0.05          every number within 0.05 (absolute; percentages in points);
+      rel=0.2           every number within 20 % of the committed one;
+      factor=3          every number within a factor of 3 (timings, speed-ups);
+      tol="any"         may differ entirely (e.g. which head wins); the cell must assert the claim.
     """
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"glue name must be an identifier such as 'ch1_bigram_bpc', got {name!r}")
+    spec = _check_tolerance(tol, rel, factor)
     try:
-        from myst_nb import glue as _glue
+        import IPython
+        from myst_nb.ext.glue import GLUE_PREFIX
     except ImportError:  # pragma: no cover - exercised only where myst-nb is missing
         return None
-    _glue(name, value, display=display)
+    if IPython.get_ipython() is None:
+        return None
+    # what myst_nb.glue displays, plus the tolerance for the drift check
+    bundle, metadata = IPython.core.formatters.format_display_data(value)
+    prefix = "" if display else GLUE_PREFIX
+    metadata["scrapbook"] = dict(name=name, mime_prefix=prefix)
+    metadata["book_tolerance"] = spec
+    IPython.display.display({prefix + k: v for k, v in bundle.items()}, raw=True, metadata=metadata)
+    return None
+
+
+# ---- portable checks: one notebook, any machine ------------------------------------------------
+def gpu_scale(device: torch.device) -> bool:
+    """True when a chapter should build its bigger, GPU-sized models.
+
+    That is on a CUDA device, or anywhere when BOOK_SCALE=gpu (the test suite runs the GPU code
+    path on the CPU this way, with BOOK_MAX_STEPS cutting the loops short).
+    """
+    scale = os.environ.get("BOOK_SCALE", "")
+    if scale not in ("", "gpu", "cpu"):
+        raise ValueError(f"BOOK_SCALE must be 'gpu', 'cpu' or unset, got {scale!r}")
+    if scale:
+        return scale == "gpu"
+    return torch.device(device).type == "cuda"
+
+
+def _max_steps() -> Optional[int]:
+    raw = os.environ.get("BOOK_MAX_STEPS")
+    if not raw:
+        return None
+    try:
+        cap = int(raw)
+    except ValueError:
+        cap = 0
+    if cap < 1:
+        raise ValueError(f"BOOK_MAX_STEPS must be a positive integer, got {raw!r}")
+    return cap
+
+
+def smoke_run() -> bool:
+    """True when BOOK_MAX_STEPS cuts training short: code paths run, learned-quality claims cannot hold."""
+    return _max_steps() is not None
+
+
+def step_budget(steps: int) -> int:
+    """`steps`, or fewer when BOOK_MAX_STEPS caps every training loop (a smoke run of the code path)."""
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be a positive int, got {steps!r}")
+    cap = _max_steps()
+    return steps if cap is None else min(steps, cap)
+
+
+def claim(holds, message: str) -> bool:
+    """Check a claim the prose makes about a measured result (a trained model, a sample, a timing).
+
+    Raises AssertionError(message) when it fails, except in a smoke run (BOOK_MAX_STEPS set), where
+    training is cut short and the claim is evaluated but cannot be expected to hold. Put the
+    measured values in `message`, so a failure says what came out.
+    """
+    if not isinstance(message, str) or not message:
+        raise ValueError("claim needs a message that states the claim and the measured values")
+    if isinstance(holds, torch.Tensor):
+        if holds.numel() != 1:
+            raise ValueError(f"claim expects one truth value, got a tensor of shape {tuple(holds.shape)}")
+        holds = bool(holds.item())
+    if bool(holds):
+        return True
+    if smoke_run():
+        return False
+    raise AssertionError(f"claim failed: {message}")
+
+
+def set_threads(n: int) -> int:
+    """torch.set_num_threads(n), unless BOOK_THREADS overrides it (to test other thread counts)."""
+    raw = os.environ.get("BOOK_THREADS")
+    if raw:
+        if not raw.isdigit() or int(raw) < 1:
+            raise ValueError(f"BOOK_THREADS must be a positive integer, got {raw!r}")
+        n = int(raw)
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"thread count must be a positive int, got {n!r}")
+    torch.set_num_threads(n)
+    return n

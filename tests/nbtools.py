@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import math
+import re
+from typing import Optional
 from pathlib import Path
 
 import nbformat
@@ -64,3 +66,63 @@ def text_outputs(nb) -> list:
                 if mime.startswith("text/"):
                     out.append(value)
     return out
+
+
+# ---- glued numbers: committed vs freshly executed ------------------------------------------
+_NUMBER = re.compile(r"[-+]?(?:\d[\d,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+def glued(outputs) -> dict:
+    """{name: (text value, tolerance spec or None)} of the myst-nb glue outputs in a cell's outputs."""
+    found = {}
+    for out in outputs:
+        meta = out.get("metadata", {}) or {}
+        scrap = meta.get("scrapbook")
+        if not scrap:
+            continue
+        data = out.get("data", {})
+        text = next((v for k, v in data.items() if k.endswith("text/plain")), None)
+        found[scrap["name"]] = (text, meta.get("book_tolerance"))
+    return found
+
+
+def _numbers(text: str):
+    nums = [float(m.group().replace(",", "")) for m in _NUMBER.finditer(text)]
+    return _NUMBER.sub("#", text), nums
+
+
+def glue_drift(name: str, committed: str, fresh: str, spec) -> Optional[str]:
+    """None when `fresh` is within the declared tolerance of `committed`, else what differs."""
+    if spec is None:
+        return "glued without a declared tolerance (use book.glue)"
+    if spec.get("any") or committed == fresh:
+        return None
+    if committed is None or fresh is None:
+        return f"committed {committed!r}, fresh {fresh!r}"
+    shape_c, nums_c = _numbers(committed)
+    shape_f, nums_f = _numbers(fresh)
+    if not spec or shape_c != shape_f or len(nums_c) != len(nums_f):
+        kind = "exact value expected" if not spec else "text around the numbers differs"
+        return f"{kind}: committed {committed}, fresh {fresh}"
+    for c, f in zip(nums_c, nums_f):
+        ok = abs(f - c) <= spec.get("tol", 0.0) + spec.get("rel", 0.0) * abs(c)
+        if "factor" in spec and c > 0 and f > 0:
+            ok = ok or max(f / c, c / f) <= spec["factor"]
+        if not ok:
+            return f"committed {committed}, fresh {fresh}: outside {spec}"
+    return None
+
+
+def glue_drift_report(chapter: str, committed_outputs, fresh_outputs) -> list:
+    """One line per glued value of a cell that is missing from, or drifted in, a fresh run."""
+    old, new = glued(committed_outputs), glued(fresh_outputs)
+    problems = []
+    for name, (text, spec) in old.items():
+        if name not in new:
+            problems.append(f"{chapter}: glue {name!r} (committed {text}) was not glued by the fresh run")
+            continue
+        why = glue_drift(name, text, new[name][0], new[name][1])
+        if why:
+            problems.append(f"{chapter}: glue {name!r}: {why}")
+    problems += [f"{chapter}: glue {n!r} is new in the fresh run: re-execute the notebook" for n in new if n not in old]
+    return problems

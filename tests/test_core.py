@@ -61,8 +61,91 @@ def test_count_params_and_timed():
     assert 0 <= t["s"] < 5
 
 
-def test_glue_outside_notebook_is_silent():
-    assert glue("x", 1) is None
+def test_glue_outside_ipython_displays_nothing(capsys):
+    assert glue("x", 1, tol=0.1) is None
+    assert capsys.readouterr().out == ""
+
+
+def test_glue_inside_ipython_stores_value_and_tolerance():
+    from IPython.testing.globalipapp import start_ipython
+    from IPython.utils.capture import capture_output
+
+    start_ipython()
+    with capture_output() as cap:
+        glue("ch0_bpc", "2.574", rel=0.02)
+        glue("ch0_n", 4)
+    (first, second) = cap.outputs
+    assert first.data == {"application/papermill.record/text/plain": "'2.574'"}
+    assert first.metadata["scrapbook"]["name"] == "ch0_bpc"
+    assert first.metadata["book_tolerance"] == {"rel": 0.02}
+    assert second.metadata["book_tolerance"] == {}          # no tolerance: must come out identical
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(name="has space", value=1), "identifier"),
+    (dict(name="x", value=1, tol=-1), "tol must be"),
+    (dict(name="x", value=1, tol="some"), "tol must be"),
+    (dict(name="x", value=1, rel=True), "rel must be"),
+    (dict(name="x", value=1, factor=0.5), "factor must be"),
+])
+def test_glue_rejects_bad_names_and_tolerances(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        glue(**kwargs)
+
+
+def test_step_budget_smoke_run_and_claim(monkeypatch):
+    from book import claim, smoke_run, step_budget
+
+    monkeypatch.delenv("BOOK_MAX_STEPS", raising=False)
+    assert step_budget(500) == 500 and not smoke_run()
+    assert claim(2 < 3, "two is below three") is True
+    with pytest.raises(AssertionError, match="claim failed: val 3.1 >= 2.5"):
+        claim(3.1 < 2.5, "val 3.1 >= 2.5")
+    with pytest.raises(AssertionError):
+        claim(torch.tensor(False), "a tensor truth value")
+    with pytest.raises(ValueError, match="one truth value"):
+        claim(torch.tensor([True, True]), "two values")
+    with pytest.raises(ValueError, match="message"):
+        claim(True, "")
+    monkeypatch.setenv("BOOK_MAX_STEPS", "7")
+    assert step_budget(500) == 7 and step_budget(3) == 3 and smoke_run()
+    assert claim(3.1 < 2.5, "not expected to hold after 7 steps") is False   # evaluated, not raised
+    for bad in ("0", "-2", "many"):
+        monkeypatch.setenv("BOOK_MAX_STEPS", bad)
+        with pytest.raises(ValueError, match="BOOK_MAX_STEPS"):
+            step_budget(10)
+    monkeypatch.delenv("BOOK_MAX_STEPS")
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match="positive int"):
+            step_budget(bad)
+
+
+def test_gpu_scale_and_set_threads(monkeypatch):
+    from book import gpu_scale, set_threads
+
+    monkeypatch.delenv("BOOK_SCALE", raising=False)
+    assert gpu_scale(torch.device("cpu")) is False and gpu_scale("cuda") is True
+    monkeypatch.setenv("BOOK_SCALE", "gpu")
+    assert gpu_scale("cpu") is True
+    monkeypatch.setenv("BOOK_SCALE", "cpu")
+    assert gpu_scale("cuda") is False
+    monkeypatch.setenv("BOOK_SCALE", "tpu")
+    with pytest.raises(ValueError, match="BOOK_SCALE"):
+        gpu_scale("cpu")
+    before = torch.get_num_threads()
+    try:
+        monkeypatch.delenv("BOOK_THREADS", raising=False)
+        assert set_threads(1) == 1 and torch.get_num_threads() == 1
+        monkeypatch.setenv("BOOK_THREADS", "2")
+        assert set_threads(1) == 2 and torch.get_num_threads() == 2
+        monkeypatch.setenv("BOOK_THREADS", "two")
+        with pytest.raises(ValueError, match="BOOK_THREADS"):
+            set_threads(1)
+        monkeypatch.delenv("BOOK_THREADS")
+        with pytest.raises(ValueError, match="positive int"):
+            set_threads(0)
+    finally:
+        torch.set_num_threads(before)
 
 
 # ---- data ------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Checks on the committed chapter notebooks and on the executor (tools/execute.py)."""
 import importlib.util
 import json
+import re
 import shutil
 import sys
 
@@ -103,3 +104,42 @@ def test_chapter1_scratch_cells_agree_with_package():
     model.logits.weight.data.copy_(W)
     logits = model(ids[:-1].unsqueeze(0))
     torch.testing.assert_close(torch.nn.functional.cross_entropy(logits[0], ids[1:]), ns["full_loss"](W, ids))
+
+
+# ---- the portable-check convention (CONTRIBUTING.md, "Notebook checks") -----------------------
+CHECK = re.compile(r"\bassert\b|\bclaim\(|assert_close\(|\bcheck_[a-z_]+\(")
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
+def test_every_unchecked_output_is_asserted_in_its_cell(path):
+    """nbval skips the text of tagged cells, so a tagged cell that prints numbers must check its claim itself."""
+    nb = nbformat.read(str(path), as_version=4)
+    unchecked = []
+    for i, cell in enumerate(nb.cells):
+        tags = cell.metadata.get("tags", [])
+        if cell.cell_type != "code" or "nbval-ignore-output" not in tags or "remove-cell" in tags:
+            continue
+        printed = "".join(text_outputs(nbformat.from_dict({"cells": [cell]})))
+        if re.search(r"\d", printed) and not CHECK.search(cell.source):
+            unchecked.append(f"cell {i}: {printed.strip()[:80]!r}")
+    assert not unchecked, f"{path.stem}: tagged cells print numbers but check nothing:\n" + "\n".join(unchecked)
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
+def test_glued_values_declare_their_tolerance_and_are_used(path):
+    from nbtools import glued
+
+    nb = nbformat.read(str(path), as_version=4)
+    values = {}
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            values.update(glued(cell.outputs))
+    missing = [name for name, (_, spec) in values.items() if spec is None]
+    exact_cells = [c for c in nb.cells if c.cell_type == "code" and "nbval-ignore-output" not in c.metadata.get("tags", [])]
+    loose = [name for c in exact_cells for name, (_, spec) in glued(c.outputs).items() if spec]
+    assert not loose, (f"{path.stem}: {loose} declare a tolerance but sit in cells nbval compares exactly: "
+                       "tag the cell nbval-ignore-output and check its claim there")
+    assert not missing, f"{path.stem}: glued without book.glue's tolerance (re-execute?): {missing}"
+    prose = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    cited = set(re.findall(r"\{glue(?::[a-z]+)?\}`([A-Za-z_0-9]+)", prose))
+    assert cited <= set(values), f"{path.stem}: prose cites glue names never glued: {sorted(cited - set(values))}"
