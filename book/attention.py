@@ -42,6 +42,11 @@ def padding_mask(lengths: torch.Tensor, T: int) -> torch.Tensor:
 
     Broadcasts against attention scores (B, H, Tq, Tk). Example: lengths [2], T=3 -> [[[[T, T, F]]]]
     """
+    if not isinstance(T, int) or isinstance(T, bool) or T < 1:
+        raise ValueError(f"T must be a positive int, got {T!r}")
+    if not isinstance(lengths, torch.Tensor) or lengths.dtype.is_floating_point or lengths.dtype == torch.bool:
+        got = lengths.dtype if isinstance(lengths, torch.Tensor) else type(lengths).__name__
+        raise TypeError(f"lengths must be an integer tensor of shape (B,), got {got}")
     if lengths.dim() != 1:
         raise ValueError(f"lengths should have shape (B,), got {tuple(lengths.shape)}")
     if (lengths < 0).any() or (lengths > T).any():
@@ -57,6 +62,8 @@ def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
         if t.dim() < 2:
             raise ValueError(f"{name} should have shape (..., T, D), got {tuple(t.shape)}")
+    if not q.dtype.is_floating_point or not (q.dtype == k.dtype == v.dtype):
+        raise TypeError(f"q, k and v must share one floating-point dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(
             f"q and k must share the last dim D: q (..., Tq, D) and k (..., Tk, D), "
@@ -70,12 +77,27 @@ def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
 
 
 def _check_mask(mask: torch.Tensor, Tq: int, Tk: int) -> None:
-    """Raise ValueError unless mask is boolean and broadcastable to (..., Tq, Tk)."""
+    """Raise ValueError unless mask is boolean, broadcastable to (..., Tq, Tk), and leaves every query a key.
+
+    A query row whose keys are all blocked would get NaN weights (softmax over nothing). That is almost
+    always a mask in the opposite convention (True = padding, as nn.Transformer's key_padding_mask), so
+    it is an error here rather than silent NaN.
+    """
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(f"mask must be a bool torch.Tensor (True = may attend), got {type(mask).__name__}")
     if mask.dtype != torch.bool:
         raise ValueError(f"mask must be a bool tensor (True = keep), got dtype {mask.dtype}")
     if mask.dim() < 2 or mask.shape[-2] not in (1, Tq) or mask.shape[-1] not in (1, Tk):
         raise ValueError(
             f"mask should broadcast to (..., Tq, Tk) = (..., {Tq}, {Tk}), got {tuple(mask.shape)}"
+        )
+    blocked_rows = ~mask.any(dim=-1)  # (..., Tq or 1): True where a query may attend to no key at all
+    if blocked_rows.any():
+        n = int(blocked_rows.sum())
+        raise ValueError(
+            f"mask blocks every key for {n} query row(s), whose attention weights would be NaN. "
+            "The convention here is True = may attend (keep), False = blocked; a mask that is True at "
+            "padding (nn.Transformer's key_padding_mask) must be inverted with ~mask first"
         )
 
 
@@ -86,7 +108,8 @@ def scaled_dot_product_attention(
 
     q (..., Tq, D), k (..., Tk, D), v (..., Tk, Dv), mask bool broadcastable to (..., Tq, Tk),
     True = keep. Returns out (..., Tq, Dv) and weights (..., Tq, Tk); blocked weights are exactly 0.
-    A query row whose keys are all blocked gets NaN weights, as in PyTorch's math path.
+    A mask that blocks every key of some query is rejected with a ValueError (its softmax would be NaN,
+    as in PyTorch's math path): it is usually a mask in the opposite convention, True = padding.
     """
     _check_qkv(q, k, v)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., Tq, D) @ (..., D, Tk) -> (..., Tq, Tk)
@@ -116,6 +139,9 @@ def attention(
         raise ValueError("pass either mask or is_causal=True, not both (build the combined mask yourself)")
     if mask is not None:
         _check_mask(mask, q.shape[-2], k.shape[-2])
+    if is_causal and q.shape[-2] != k.shape[-2]:
+        raise ValueError(f"is_causal=True needs as many queries as keys (Tq == Tk), got Tq={q.shape[-2]}, "
+                         f"Tk={k.shape[-2]}; for queries that come after cached keys, build the mask yourself")
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"dropout_p must lie in [0, 1), got {dropout_p}")
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal)

@@ -15,7 +15,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .attention import attention
-from .layers import MultiHeadAttention
+from .layers import MultiHeadAttention, _check_layer_mask
 
 __all__ = ["greedy", "apply_temperature", "top_k_filter", "top_p_filter", "next_token_probs",
            "sample_next", "generate", "KVCache", "GroupedQueryAttention", "kv_cache_bytes",
@@ -90,6 +90,14 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: Optional[
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 
 
+def _check_token_ids(idx, name: str) -> None:
+    """Raise TypeError unless idx is an integer tensor of token ids (shape and range are checked elsewhere)."""
+    if not isinstance(idx, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(idx).__name__}")
+    if idx.dtype.is_floating_point or idx.dtype.is_complex or idx.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integer token ids (dtype torch.long), got dtype {idx.dtype}")
+
+
 @torch.no_grad()
 def generate(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, *, temperature: float = 1.0,
              top_k: Optional[int] = None, top_p: Optional[float] = None,
@@ -99,10 +107,25 @@ def generate(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, *, temper
     Without a cache every step reruns the model on the whole (cropped) sequence; with use_cache=True
     the model (a book.models.GPT) sees the prompt once, then one new token per step.
     """
+    _check_token_ids(idx, "idx")
     if idx.dim() != 2 or idx.shape[1] < 1:
         raise ValueError(f"idx should have shape (B, T) with T >= 1, got {tuple(idx.shape)}")
-    if max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+    if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool):
+        raise TypeError(f"max_new_tokens must be an int, got {max_new_tokens!r}")
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be >= 1 (the prompt alone needs no generate), got {max_new_tokens}")
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature >= 0:
+        raise ValueError(f"temperature must be a number >= 0 (0 means greedy), got {temperature!r}")
+    if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):
+        raise ValueError(f"top_k must be a positive int or None, got {top_k!r}")
+    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, (int, float))
+                              or not 0.0 < top_p <= 1.0):
+        raise ValueError(f"top_p must lie in (0, 1] or be None, got {top_p!r}")
+    vocab = getattr(getattr(model, "config", None), "vocab_size", None)
+    if vocab is not None and idx.numel():
+        lo, hi = int(idx.min()), int(idx.max())  # once per call, not per step
+        if lo < 0 or hi >= vocab:
+            raise ValueError(f"prompt token ids must lie in [0, vocab_size={vocab}), got ids from {lo} to {hi}")
     was_training = model.training
     model.eval()
     ctx = model.config.context_len
@@ -133,12 +156,22 @@ class KVCache:
     def __init__(self, n_layers: int, batch_size: int, n_kv_heads: int, max_len: int, d_head: int,
                  dtype=torch.float32, device=None):
         shape = (n_layers, batch_size, n_kv_heads, max_len, d_head)
+        for name, n in zip(("n_layers", "batch_size", "n_kv_heads", "max_len", "d_head"), shape):
+            if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+                raise ValueError(f"{name} must be a positive int, got {n!r}")
         self.k = torch.zeros(shape, dtype=dtype, device=device)
         self.v = torch.zeros(shape, dtype=dtype, device=device)
         self.max_len, self.length = max_len, 0
 
     def update(self, layer: int, k: torch.Tensor, v: torch.Tensor):
         """Store new keys/values (B, G, Tq, D) after the cached ones; return all of them so far."""
+        L, B, G, _, D = self.k.shape
+        if not isinstance(layer, int) or isinstance(layer, bool) or not 0 <= layer < L:
+            raise IndexError(f"layer must be an int in [0, {L}) (the cache holds {L} layers), got {layer!r}")
+        for name, t in (("k", k), ("v", v)):
+            if t.dim() != 4 or (t.shape[0], t.shape[1], t.shape[3]) != (B, G, D) or t.shape[2] != k.shape[2]:
+                raise ValueError(f"{name} should have shape (B, G, Tq, D) = ({B}, {G}, Tq, {D}) to fit this "
+                                 f"cache, got {tuple(t.shape)}")
         end = self.length + k.shape[-2]
         if end > self.max_len:
             raise ValueError(f"KV cache is full: {self.length} cached + {k.shape[-2]} new > max_len={self.max_len}")
@@ -147,6 +180,11 @@ class KVCache:
         return self.k[layer, :, :, :end], self.v[layer, :, :, :end]
 
     def advance(self, n: int) -> None:
+        """Mark n more tokens as cached (n >= 0, and never past max_len)."""
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise ValueError(f"advance(n) needs an int n >= 0 (tokens just written), got {n!r}")
+        if self.length + n > self.max_len:
+            raise ValueError(f"cannot advance past max_len={self.max_len}: {self.length} cached + {n}")
         self.length += n
 
     @property
@@ -204,6 +242,7 @@ class GroupedQueryAttention(MultiHeadAttention):
             raise ValueError("GroupedQueryAttention is self-attention only and returns no weights")
         self._check_inputs(x, None)
         B, T, C = x.shape
+        _check_layer_mask(mask, B, self.n_heads, T, T)
         q, k, v = self._split(self.q_proj(x)), self._split_kv(self.k_proj(x)), self._split_kv(self.v_proj(x))
         if cache is not None:
             if not is_causal or mask is not None:

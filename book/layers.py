@@ -47,6 +47,47 @@ def _check_dropout(p: float) -> None:
         raise ValueError(f"dropout must lie in [0, 1), got {p}")
 
 
+def _autocast_enabled(device_type: str) -> bool:
+    try:
+        return torch.is_autocast_enabled(device_type)
+    except TypeError:  # torch < 2.4 takes no device type
+        return torch.is_autocast_enabled() or torch.is_autocast_cpu_enabled()
+
+
+def _check_layer_mask(mask: Optional[torch.Tensor], B: int, H: int, Tq: int, Tk: int) -> None:
+    """Raise unless a layer's mask is bool and unambiguously (Tq, Tk) or (B | 1, H | 1, Tq | 1, Tk | 1).
+
+    A 2-D mask means (Tq, Tk), one mask for the whole batch. A (B, Tk) padding mask has the same shape
+    when B == Tq and would silently be read as per-query, so 2-D masks are refused then (B > 1), and
+    padding masks must come as (B, 1, 1, Tk) (see book.attention.padding_mask). Checks shapes only: no sync.
+    """
+    if mask is None:
+        return
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(f"mask must be a bool torch.Tensor (True = may attend), got {type(mask).__name__}")
+    if mask.dtype != torch.bool:
+        raise ValueError(f"mask must be a bool tensor (True = may attend), got dtype {mask.dtype}; "
+                         "convert a 0/1 mask m with m.bool(), PyTorch's additive float mask (0 = attend, "
+                         "-inf = blocked) with m == 0")
+    shape = tuple(mask.shape)
+    padding_hint = (f"a (B, Tk) padding mask must be passed as (B, 1, 1, Tk) = ({B}, 1, 1, {Tk}), "
+                    "e.g. mask[:, None, None, :] or book.attention.padding_mask(lengths, T)")
+    if mask.dim() == 2:
+        if B > 1 and shape[0] == B == Tq:
+            raise ValueError(f"a 2-D mask of shape {shape} is ambiguous when the batch size B = {B} equals "
+                             f"Tq = {Tq}: it could be a (Tq, Tk) mask or a (B, Tk) padding mask. Pass a "
+                             f"(Tq, Tk) mask as (1, 1, Tq, Tk), e.g. mask[None, None]; {padding_hint}")
+        if B > 1 and shape[0] == B:
+            raise ValueError(f"a 2-D mask must be (Tq, Tk) = ({Tq}, {Tk}), got {shape}; {padding_hint}")
+    elif mask.dim() == 4:
+        if shape[0] not in (1, B) or shape[1] not in (1, H):
+            raise ValueError(f"a 4-D mask must be (B | 1, H | 1, Tq | 1, Tk | 1) with B = {B}, H = {H}, "
+                             f"Tq = {Tq}, Tk = {Tk}, got {shape}")
+    else:
+        raise ValueError(f"mask must be 2-D (Tq, Tk) or 4-D (B, H, Tq, Tk) (size-1 dims broadcast), got "
+                         f"{mask.dim()}-D {shape}")
+
+
 class MultiHeadAttention(nn.Module):
     """H heads of scaled dot-product attention in parallel, concatenated, then out_proj. Chapter 6.
 
@@ -70,6 +111,8 @@ class MultiHeadAttention(nn.Module):
         return t.view(B, T, self.n_heads, self.d_head).transpose(1, 2)  # (B, T, C) -> (B, H, T, D)
 
     def _check_inputs(self, x: torch.Tensor, context: Optional[torch.Tensor]) -> None:
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"x must be a torch.Tensor of shape (B, T, {self.d_model}), got {type(x).__name__}")
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"x should have shape (B, T, {self.d_model}), got {tuple(x.shape)}")
         if context is not None and (
@@ -78,6 +121,12 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(
                 f"context should have shape ({x.shape[0]}, Tk, {self.d_model}), got {tuple(context.shape)}"
             )
+        want = self.q_proj.weight.dtype
+        if not _autocast_enabled(x.device.type):  # under autocast, mixed dtypes are the point
+            for name, t in (("x", x), ("context", context)):
+                if t is not None and t.dtype != want:
+                    raise TypeError(f"{name} has dtype {t.dtype} but the module's weights are {want}: "
+                                    f"convert one of them (e.g. {name}.to({want}) or module.to({t.dtype}))")
 
     def _attend(self, q, k, v, mask, is_causal, need_weights):
         """Attention over (B, H, T, D) heads: fused fast path, or the written-out one that returns weights."""
@@ -97,10 +146,15 @@ class MultiHeadAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, context: Optional[torch.Tensor] = None,
                 mask: Optional[torch.Tensor] = None, is_causal: bool = False, need_weights: bool = False):
-        """x (B, Tq, C), context (B, Tk, C) or None (self-attention) -> out (B, Tq, C) [, weights (B, H, Tq, Tk)]."""
+        """x (B, Tq, C), context (B, Tk, C) or None (self-attention) -> out (B, Tq, C) [, weights (B, H, Tq, Tk)].
+
+        mask: bool, True = may attend, shaped (Tq, Tk) or (B | 1, H | 1, Tq | 1, Tk | 1); a padding mask is
+        (B, 1, 1, Tk) (book.attention.padding_mask). Every query must keep at least one key.
+        """
         self._check_inputs(x, context)
         src = x if context is None else context
         B, Tq, C = x.shape
+        _check_layer_mask(mask, B, self.n_heads, Tq, src.shape[1])
         q, k, v = self._split(self.q_proj(x)), self._split(self.k_proj(src)), self._split(self.v_proj(src))
         out, weights = self._attend(q, k, v, mask, is_causal, need_weights)  # (B, H, Tq, D)
         out = self.out_proj(out.transpose(1, 2).reshape(B, Tq, C))  # (B, H, Tq, D) -> (B, Tq, C)
@@ -211,6 +265,7 @@ class TransformerBlock(nn.Module):
     def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         if x.dim() != 3 or x.shape[-1] != self.attn.d_model:
             raise ValueError(f"x should have shape (B, T, {self.attn.d_model}), got {tuple(x.shape)}")
+        _check_layer_mask(mask, x.shape[0], self.attn.n_heads, x.shape[1], x.shape[1])
         if mask is not None and self.causal:
             mask = mask & causal_mask(x.shape[1], x.device)  # both: causal and the given mask
         is_causal = self.causal and mask is None

@@ -46,6 +46,14 @@ class GPTConfig:
                 raise ValueError(f"{name} must be a positive int, got {v!r}")
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model must be divisible by n_heads, got {self.d_model} and {self.n_heads}")
+        if self.d_ff is not None and (not isinstance(self.d_ff, int) or isinstance(self.d_ff, bool) or self.d_ff < 1):
+            raise ValueError(f"d_ff must be a positive int or None (4 * d_model), got {self.d_ff!r}")
+        g = self.n_kv_heads
+        if g is not None and (not isinstance(g, int) or isinstance(g, bool) or g < 1 or self.n_heads % g):
+            raise ValueError(f"n_kv_heads must be None or a positive divisor of n_heads={self.n_heads} "
+                             f"(each kv head serves n_heads // n_kv_heads query heads), got {g!r}")
+        if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) or not 0 <= self.dropout < 1:
+            raise ValueError(f"dropout must lie in [0, 1), got {self.dropout!r}")
 
     @property
     def d_head(self) -> int:
@@ -110,16 +118,35 @@ class GPT(nn.Module):
         return KVCache(c.n_layers, batch_size, c.n_kv_heads or c.n_heads, max_len or c.context_len, c.d_head,
                        dtype=p.dtype, device=p.device)
 
+    def _check_cache(self, cache: KVCache, batch_size: int) -> None:
+        """Raise ValueError unless the cache was made for this model and this batch size (shapes only)."""
+        c = self.config
+        want = (c.n_layers, batch_size, c.n_kv_heads or c.n_heads, c.d_head)
+        got = (cache.k.shape[0], cache.k.shape[1], cache.k.shape[2], cache.k.shape[4])
+        if got != want:
+            raise ValueError(f"this KV cache holds (n_layers, batch, n_kv_heads, d_head) = {got}, but the model "
+                             f"and idx need {want}: make it with model.new_cache({batch_size})")
+
     def forward(self, idx: torch.Tensor, targets: Optional[torch.Tensor] = None,
                 cache: Optional[KVCache] = None):
+        if not isinstance(idx, torch.Tensor) or idx.dtype.is_floating_point or idx.dtype == torch.bool:
+            got = idx.dtype if isinstance(idx, torch.Tensor) else type(idx).__name__
+            raise TypeError(f"idx must be an integer tensor of token ids (torch.long), got {got}")
         if idx.dim() != 2:
             raise ValueError(f"idx should have shape (B, T), got {tuple(idx.shape)}")
+        if cache is not None:
+            self._check_cache(cache, idx.shape[0])
         start = cache.length if cache is not None else 0
         T = idx.shape[1]
         if start + T > self.config.context_len:
             raise ValueError(f"sequence of {start + T} tokens is longer than context_len={self.config.context_len}")
         pos = torch.arange(start, start + T, device=idx.device)
-        x = self.drop(self.tok_emb(idx) + self.pos_emb(pos))  # (B, T) -> (B, T, C)
+        try:
+            tok = self.tok_emb(idx)  # (B, T) -> (B, T, C)
+        except IndexError:  # the CPU kernel's "index out of range in self": say which range
+            raise ValueError(f"token ids must lie in [0, vocab_size={self.config.vocab_size}), got ids from "
+                             f"{int(idx.min())} to {int(idx.max())}") from None
+        x = self.drop(tok + self.pos_emb(pos))  # (B, T) -> (B, T, C)
         for i, block in enumerate(self.blocks):
             x = block(x, cache, i)
         if cache is not None:
@@ -156,6 +183,34 @@ class GPTRecipe:
     beta2: float = 0.99
     grad_clip: float = 1.0
     dropout: float = 0.0
+
+    def __post_init__(self):
+        def number(name):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v:
+                raise ValueError(f"{name} must be a number, got {v!r}")
+            return v
+
+        for name in ("n_layers", "n_heads", "d_model", "context_len", "batch_size", "steps"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"{name} must be a positive int, got {v!r}")
+        if not isinstance(self.warmup, int) or isinstance(self.warmup, bool) or self.warmup < 0:
+            raise ValueError(f"warmup must be an int >= 0 (steps), got {self.warmup!r}")
+        if not number("lr") > 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if not 0 <= number("min_lr") <= self.lr:
+            raise ValueError(f"min_lr must lie in [0, lr={self.lr}], got {self.min_lr}")
+        if not number("weight_decay") >= 0:
+            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay}")
+        if not 0 <= number("beta2") < 1:
+            raise ValueError(f"beta2 must lie in [0, 1), got {self.beta2}")
+        if not number("grad_clip") > 0:
+            raise ValueError(f"grad_clip must be > 0, got {self.grad_clip}")
+        if not 0 <= number("dropout") < 1:
+            raise ValueError(f"dropout must lie in [0, 1), got {self.dropout}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model must be divisible by n_heads, got {self.d_model} and {self.n_heads}")
 
     def config(self, vocab_size: int) -> GPTConfig:
         return GPTConfig(vocab_size, self.context_len, self.d_model, self.n_heads, self.n_layers,

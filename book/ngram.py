@@ -5,6 +5,7 @@ Shape legend: B batch, T time, V vocab.
 from __future__ import annotations
 
 import math
+import operator
 from collections import Counter
 from typing import Dict, Optional, Sequence
 
@@ -56,6 +57,13 @@ def sample_bigram(log_probs: torch.Tensor, start: int, n: int,
     """Draw `n` tokens after `start` from a (V, V) table of log-probabilities."""
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
+    V = log_probs.shape[0]
+    try:
+        start = operator.index(start)  # an int or an integer tensor element; never a float
+    except TypeError:
+        raise TypeError(f"start must be an integer token id, got {start!r}") from None
+    if not 0 <= start < V:  # a negative id would silently index from the end
+        raise ValueError(f"start must be a token id in [0, {V}), got {start}")
     out, cur = [], start
     probs = log_probs.exp()
     for _ in range(n):
@@ -84,6 +92,14 @@ def ngram_stats(train: Sequence, val: Sequence, n: int) -> Dict[str, float]:
 
 def nll_bits(log_probs: torch.Tensor, ids: torch.Tensor) -> float:
     """Mean negative log-likelihood of a 1-D token tensor under a bigram table, in bits per token."""
+    if log_probs.dim() != 2 or log_probs.shape[0] != log_probs.shape[1]:
+        raise ValueError(f"log_probs should be a (V, V) table, got shape {tuple(log_probs.shape)}")
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 1 or len(ids) < 2:
+        got = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
+        raise ValueError(f"ids should be a 1-D tensor with at least 2 tokens (one transition), got {got}")
+    V = log_probs.shape[0]
+    if int(ids.min()) < 0 or int(ids.max()) >= V:  # a negative id would silently index from the end
+        raise ValueError(f"ids must lie in [0, {V}), got ids from {int(ids.min())} to {int(ids.max())}")
     lp = log_probs[ids[:-1], ids[1:]]
     return float(-lp.mean() / math.log(2))
 
@@ -111,6 +127,12 @@ def ngram_counts(ids: Sequence, n: int):
 
 def ngram_bits(train: Sequence, val: Sequence, n: int, vocab_size: int, k: float = 0.1) -> float:
     """Validation cross-entropy (bits per token) of an add-k smoothed order-n model."""
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"n must be a positive int, got {n!r}")
+    if len(val) < n:
+        raise ValueError(f"val must hold at least n = {n} tokens to score one {n}-gram, got {len(val)}")
+    if vocab_size < 1:
+        raise ValueError(f"vocab_size must be >= 1, got {vocab_size}")
     grams, contexts = ngram_counts(train, n)
     total = 0.0
     for i in range(n - 1, len(val)):

@@ -172,7 +172,12 @@ def check_lstm_step(fn) -> bool:
     x, h, c = torch.randn(2, 4, generator=g), torch.randn(2, 3, generator=g), torch.randn(2, 3, generator=g)
     h_ref, c_ref = cell(x, (h, c))
     h_new, c_new = fn(x, h, c, cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh)
-    assert tuple(h_new.shape) == (2, 3) and tuple(c_new.shape) == (2, 3), "h' and c' should be (B, H)"
-    assert torch.allclose(c_new, c_ref, atol=1e-5), "c' differs: c' = f * c + i * g (gate order i, f, g, o)"
-    assert torch.allclose(h_new, h_ref, atol=1e-5), "c' is right but h' differs: h' = o * tanh(c')"
+    # explicit raises, not `assert`: the check must still reject wrong answers under `python -O`
+    if tuple(h_new.shape) != (2, 3) or tuple(c_new.shape) != (2, 3):
+        raise AssertionError(f"h' and c' should be (B, H) = (2, 3), got {tuple(h_new.shape)} and "
+                             f"{tuple(c_new.shape)}")
+    if not torch.allclose(c_new, c_ref, atol=1e-5):
+        raise AssertionError("c' differs: c' = f * c + i * g (gate order i, f, g, o)")
+    if not torch.allclose(h_new, h_ref, atol=1e-5):
+        raise AssertionError("c' is right but h' differs: h' = o * tanh(c')")
     return True

@@ -82,6 +82,9 @@ def _attend(attn, query, keys, pad_mask, projected_keys):
         projected_keys = attn.project_keys(keys)
     e = attn.scores(query, projected_keys)                       # (B, S)
     if pad_mask is not None:
+        if not isinstance(pad_mask, torch.Tensor) or pad_mask.dtype != torch.bool:
+            got = pad_mask.dtype if isinstance(pad_mask, torch.Tensor) else type(pad_mask).__name__
+            raise TypeError(f"pad_mask must be a bool tensor (B, S), True at padding (e.g. src == PAD), got {got}")
         if pad_mask.shape != e.shape:
             raise ValueError(f"pad_mask should have shape {tuple(e.shape)}, got {tuple(pad_mask.shape)}")
         e = e.masked_fill(pad_mask, float("-inf"))
@@ -96,9 +99,12 @@ def check_general_score(fn) -> bool:
     g = torch.Generator().manual_seed(0)
     s, H, W = torch.randn(2, 3, generator=g), torch.randn(2, 5, 4, generator=g), torch.randn(3, 4, generator=g)
     out = fn(s, H, W)
-    assert tuple(out.shape) == (2, 5), f"scores should have shape (B, S) = (2, 5), got {tuple(out.shape)}"
+    # explicit raises, not `assert`: the check must still reject wrong answers under `python -O`
+    if tuple(out.shape) != (2, 5):
+        raise AssertionError(f"scores should have shape (B, S) = (2, 5), got {tuple(out.shape)}")
     want = torch.einsum("bd,de,bse->bs", s, W, H)
-    assert torch.allclose(out, want, atol=1e-5), "shape is right but values differ: score_i = s^T W h_i"
+    if not torch.allclose(out, want, atol=1e-5):
+        raise AssertionError("shape is right but values differ: score_i = s^T W h_i")
     return True
 
 

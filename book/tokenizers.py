@@ -6,10 +6,19 @@ learned merges in the order they were learned.
 """
 from __future__ import annotations
 
+import operator
 from collections import Counter
 from typing import Dict, Iterable, List, Sequence, Tuple
 
 __all__ = ["CharTokenizer", "BPETokenizer", "merge_pair", "pair_counts"]
+
+
+def _as_id(i) -> int:
+    """A token id as an int: ints, numpy ints and integer tensor elements pass; a float is a TypeError."""
+    try:
+        return operator.index(i)
+    except TypeError:
+        raise TypeError(f"token ids must be integers, got {i!r} ({type(i).__name__})") from None
 
 
 class CharTokenizer:
@@ -42,10 +51,13 @@ class CharTokenizer:
         return [self.stoi[c] for c in text]
 
     def decode(self, ids: Sequence[int]) -> str:
-        try:
-            return "".join(self.itos[int(i)] for i in ids)
-        except IndexError:
-            raise ValueError(f"ids must be in [0, {self.vocab_size}), got {list(ids)!r}") from None
+        out = []
+        for i in ids:
+            j = _as_id(i)
+            if not 0 <= j < self.vocab_size:  # a negative id would silently index from the end
+                raise ValueError(f"ids must be in [0, {self.vocab_size}), got {j}")
+            out.append(self.itos[j])
+        return "".join(out)
 
 
 def pair_counts(ids: Sequence[int]) -> Counter:
@@ -111,7 +123,7 @@ class BPETokenizer:
 
     def decode(self, ids: Sequence[int]) -> str:
         try:
-            data = b"".join(self.vocab[int(i)] for i in ids)
+            data = b"".join(self.vocab[_as_id(i)] for i in ids)
         except KeyError as e:
             raise ValueError(f"unknown token id {e.args[0]} (vocab_size is {self.vocab_size})") from None
         return data.decode("utf-8", errors="replace")

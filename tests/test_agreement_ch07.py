@@ -50,14 +50,26 @@ def test_cached_attention_equals_causal_attention(ns):
 
 
 def test_scratch_cache_matches_package_attention_with_cache(ns):
-    """The package's cached GroupedQueryAttention, fed one token at a time, matches its full causal pass."""
+    """The notebook's ScratchKVCache + attend_with_cache, fed one token at a time (through the same q/k/v/out
+    projections), gives the package's cached attention, holds the same keys/values as its KVCache, and
+    matches the full causal pass."""
     torch.manual_seed(3)
     attn = GroupedQueryAttention(C, H).eval()
     model = GPT(GPTConfig(vocab_size=V, context_len=T, d_model=C, n_heads=H, n_layers=1))
-    cache = model.new_cache(B)
+    cache, scratch = model.new_cache(B), ns["ScratchKVCache"]()
     x = torch.randn(B, T, C)
-    outs = []
-    for t in range(T):
-        outs.append(attn(x[:, t:t + 1], is_causal=True, cache=cache, layer=0))
-        cache.advance(1)
-    assert_close(torch.cat(outs, 1), attn(x, is_causal=True))
+    ours, book = [], []
+    with torch.no_grad():
+        for t in range(T):
+            xt = x[:, t:t + 1]                                                   # (B, 1, C): one new token
+            q, k, v = attn._split(attn.q_proj(xt)), attn._split_kv(attn.k_proj(xt)), attn._split_kv(attn.v_proj(xt))
+            o = ns["attend_with_cache"](q, k, v, scratch)                        # (B, H, 1, D)
+            ours.append(attn.out_proj(o.transpose(1, 2).reshape(B, 1, C)))
+            book.append(attn(xt, is_causal=True, cache=cache, layer=0))
+            cache.advance(1)
+        full = attn(x, is_causal=True)
+    assert scratch.k.shape == (B, H, T, D)
+    assert_close(scratch.k, cache.k[0])
+    assert_close(scratch.v, cache.v[0])
+    assert_close(torch.cat(ours, 1), torch.cat(book, 1))
+    assert_close(torch.cat(ours, 1), full)

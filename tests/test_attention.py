@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from torch.testing import assert_close
 
 from book.attention import (attention, causal_mask, check_attention, padding_mask,
                             scaled_dot_product_attention)
@@ -110,12 +111,19 @@ def test_cross_attention_shapes():
     assert attention(q, k, v).shape == (B, H, 3, DV)
 
 
-def test_fully_masked_row_is_nan_like_pytorch_math():
+def test_fully_masked_row_is_an_error_not_nan():
+    """PyTorch's math path gives NaN weights for a query with no key left; the book refuses the mask."""
     q, k, v = qkv()
     mask = torch.ones(TQ, TK, dtype=torch.bool)
     mask[0] = False
-    _, w = scaled_dot_product_attention(q, k, v, mask)
-    assert torch.isnan(w[..., 0, :]).all() and not torch.isnan(w[..., 1:, :]).any()
+    scores = (q @ k.transpose(-2, -1)).masked_fill(~mask, float("-inf"))
+    assert torch.isnan(scores.softmax(-1)[..., 0, :]).all()  # what the check prevents
+    for fn in (scaled_dot_product_attention, attention):
+        with pytest.raises(ValueError, match="True = may attend"):
+            fn(q, k, v, mask=mask)
+    # a padding mask in the opposite convention (True = padding) blocks every key of an unpadded sequence
+    with pytest.raises(ValueError, match="blocks every key"):
+        scaled_dot_product_attention(q, k, v, ~padding_mask(torch.tensor([3, 7]), TK))
 
 
 def test_shape_errors():
@@ -138,11 +146,45 @@ def test_shape_errors():
         attention(q, k, v, dropout_p=1.5)
 
 
-def test_fast_path_dropout_runs_in_training():
-    q, k, v = qkv()
+def test_fast_path_dropout_zeroes_and_rescales_attention_weights():
+    """With v = identity, out = (dropped) weights: each weight is either 0 or w / (1 - p)."""
+    q, k, _ = qkv()
+    eye = torch.eye(TK).expand(B, H, TK, TK)
+    _, w = scaled_dot_product_attention(q, k, eye)
+    assert_close(attention(q, k, eye), w)  # dropout_p=0: the weights themselves
+    p = 0.5
     torch.manual_seed(0)
-    out = attention(q, k, v, dropout_p=0.5)
-    assert out.shape == (B, H, TQ, DV)
+    dropped = attention(q, k, eye, dropout_p=p)
+    zero = dropped == 0
+    assert 0.3 < zero.float().mean() < 0.7  # about a fraction p of the weights is dropped
+    assert_close(dropped[~zero], w[~zero] / (1 - p))  # the rest are rescaled by 1 / (1 - p)
+    torch.manual_seed(1)
+    assert not torch.equal(attention(q, k, eye, dropout_p=p), dropped)  # a fresh draw each call
+
+
+def test_module_dropout_is_active_in_training_and_identity_in_eval():
+    from book.layers import MultiHeadAttention
+
+    torch.manual_seed(0)
+    C = H * D
+    x = torch.randn(B, TQ, C)
+    m, plain = MultiHeadAttention(C, H, dropout=0.5), MultiHeadAttention(C, H)
+    plain.load_state_dict(m.state_dict())
+    m.eval()
+    for need_weights in (False, True):  # fused and written-out paths
+        out = m(x, is_causal=True, need_weights=need_weights)
+        want = plain(x, is_causal=True, need_weights=need_weights)
+        assert_close(out[0] if need_weights else out, want[0] if need_weights else want)
+    m.train()
+    for need_weights in (False, True):
+        torch.manual_seed(0)
+        a = m(x, is_causal=True, need_weights=need_weights)
+        a = a[0] if need_weights else a
+        torch.manual_seed(1)
+        b = m(x, is_causal=True, need_weights=need_weights)
+        b = b[0] if need_weights else b
+        assert not torch.allclose(a, b)  # dropout draws differ
+        assert not torch.allclose(a, plain(x, is_causal=True))  # and differ from no dropout
 
 
 def test_backward_through_teaching_version():

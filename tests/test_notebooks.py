@@ -143,3 +143,14 @@ def test_glued_values_declare_their_tolerance_and_are_used(path):
     prose = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     cited = set(re.findall(r"\{glue(?::[a-z]+)?\}`([A-Za-z_0-9]+)", prose))
     assert cited <= set(values), f"{path.stem}: prose cites glue names never glued: {sorted(cited - set(values))}"
+
+
+def test_executor_refuses_to_commit_a_smoke_run(tmp_path, monkeypatch):
+    execute = load_executor()
+    src = ROOT / "tests" / "fixtures" / "tiny_chapter.ipynb"
+    path = tmp_path / src.name
+    shutil.copy(src, path)
+    monkeypatch.setenv("BOOK_MAX_STEPS", "6")
+    with pytest.raises(SystemExit):
+        execute.main([str(path)])
+    assert path.read_bytes() == src.read_bytes()

@@ -85,6 +85,11 @@ def main(argv=None) -> int:
     ap.add_argument("--no-write", action="store_true", help="run and time only; keep the files unchanged")
     ap.add_argument("--timeout", type=int, default=900, help="seconds per cell")
     args = ap.parse_args(argv)
+    partial = {k: os.environ[k] for k in ("BOOK_MAX_STEPS", "BOOK_SCALE", "BOOK_THREADS", "ATEN_CPU_CAPABILITY")
+               if os.environ.get(k)}
+    if partial and not args.no_write:
+        ap.error(f"{partial} is set: the committed notebooks are full runs with the defaults; "
+                 "unset it, or add --no-write to only run and time")
     shared = ROOT.parent / "shared" / "data"
     if "BOOK_DATA_DIR" not in os.environ and shared.is_dir():
         os.environ["BOOK_DATA_DIR"] = str(shared)
