@@ -1,4 +1,7 @@
-"""Transformer building blocks: multi-head attention, feed-forward, LayerNorm, the block. Chapter 6.
+"""Transformer building blocks, Chapters 6-8: the attention modules (multi-head, also as cross-attention;
+grouped-query with a KV cache), feed-forward, LayerNorm and RMSNorm, and the blocks made of them
+(TransformerBlock: Chapter 6's block, an encoder layer with causal=False; DecoderBlock: causal
+self-attention + cross-attention + FFN). The GPT's own layer is book.models.GPTBlock.
 
 Shape legend (batch first): B batch, T time (Tq queries, Tk keys when they differ),
 C = d_model, H = n_heads, D = d_head = d_model // n_heads, F = d_ff.
@@ -17,13 +20,18 @@ from .attention import attention, causal_mask, scaled_dot_product_attention
 
 __all__ = [
     "MultiHeadAttention",
+    "GroupedQueryAttention",
+    "KVCache",
+    "kv_cache_bytes",
     "FeedForward",
     "LayerNorm",
     "RMSNorm",
     "TransformerBlock",
+    "DecoderBlock",
     "block_params",
     "check_multi_head",
     "check_rms_norm",
+    "check_kv_cache_bytes",
 ]
 
 _ACTIVATIONS = {"gelu": F.gelu, "relu": F.relu}
@@ -161,6 +169,117 @@ class MultiHeadAttention(nn.Module):
         return (out, weights) if need_weights else out
 
 
+class KVCache:
+    """Keys and values of every layer for the tokens seen so far, preallocated to context_len. Chapter 7.
+
+    k and v are (L, B, G, context_len, D); `length` tokens are filled. A layer calls update(layer, k, v)
+    with its new (B, G, Tq, D) keys/values and gets back all (B, G, length + Tq, D) so far; the model
+    calls advance(Tq) once every layer has written.
+    """
+
+    def __init__(self, n_layers: int, batch_size: int, n_kv_heads: int, context_len: int, d_head: int,
+                 dtype=torch.float32, device=None):
+        shape = (n_layers, batch_size, n_kv_heads, context_len, d_head)
+        for name, n in zip(("n_layers", "batch_size", "n_kv_heads", "context_len", "d_head"), shape):
+            if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+                raise ValueError(f"{name} must be a positive int, got {n!r}")
+        self.k = torch.zeros(shape, dtype=dtype, device=device)
+        self.v = torch.zeros(shape, dtype=dtype, device=device)
+        self.context_len, self.length = context_len, 0
+
+    def update(self, layer: int, k: torch.Tensor, v: torch.Tensor):
+        """Store new keys/values (B, G, Tq, D) after the cached ones; return all of them so far."""
+        L, B, G, _, D = self.k.shape
+        if not isinstance(layer, int) or isinstance(layer, bool) or not 0 <= layer < L:
+            raise IndexError(f"layer must be an int in [0, {L}) (the cache holds {L} layers), got {layer!r}")
+        for name, t in (("k", k), ("v", v)):
+            if t.dim() != 4 or (t.shape[0], t.shape[1], t.shape[3]) != (B, G, D) or t.shape[2] != k.shape[2]:
+                raise ValueError(f"{name} should have shape (B, G, Tq, D) = ({B}, {G}, Tq, {D}) to fit this "
+                                 f"cache, got {tuple(t.shape)}")
+        end = self.length + k.shape[-2]
+        if end > self.context_len:
+            raise ValueError(f"KV cache is full: {self.length} cached + {k.shape[-2]} new > context_len={self.context_len}")
+        self.k[layer, :, :, self.length:end] = k
+        self.v[layer, :, :, self.length:end] = v
+        return self.k[layer, :, :, :end], self.v[layer, :, :, :end]
+
+    def advance(self, n: int) -> None:
+        """Mark n more tokens as cached (n >= 0, and never past context_len)."""
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise ValueError(f"advance(n) needs an int n >= 0 (tokens just written), got {n!r}")
+        if self.length + n > self.context_len:
+            raise ValueError(f"cannot advance past context_len={self.context_len}: {self.length} cached + {n}")
+        self.length += n
+
+    @property
+    def nbytes(self) -> int:
+        """Memory the cache holds (both tensors, all context_len slots)."""
+        return self.k.numel() * self.k.element_size() * 2
+
+
+def kv_cache_bytes(n_layers: int, n_kv_heads: int, d_head: int, context_len: int, batch_size: int = 1,
+                   bytes_per_value: int = 2) -> int:
+    """Cache size: 2 (K and V) * layers * batch * kv heads * tokens * d_head * bytes. Chapter 7."""
+    return 2 * n_layers * batch_size * n_kv_heads * context_len * d_head * bytes_per_value
+
+
+class GroupedQueryAttention(MultiHeadAttention):
+    """Causal self-attention with H query heads sharing G key/value heads, and an optional KV cache. Chapter 7.
+
+    x (B, T, C) -> (B, T, C). n_kv_heads = n_heads is plain multi-head attention; n_kv_heads = 1 is
+    multi-query attention (Shazeer 2019); in between is grouped-query attention (Ainslie et al. 2023).
+    k_proj and v_proj shrink to C -> G * D, so the cache shrinks by H / G.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, n_kv_heads: Optional[int] = None, *, bias: bool = False,
+                 dropout: float = 0.0):
+        super().__init__(d_model, n_heads, bias=bias, dropout=dropout)
+        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+        if not isinstance(n_kv_heads, int) or n_kv_heads < 1 or n_heads % n_kv_heads:
+            raise ValueError(f"n_kv_heads must be a positive divisor of n_heads={n_heads}, got {n_kv_heads!r}")
+        self.n_kv_heads = n_kv_heads
+        self.k_proj = nn.Linear(d_model, n_kv_heads * self.d_head, bias=bias)
+        self.v_proj = nn.Linear(d_model, n_kv_heads * self.d_head, bias=bias)
+
+    def _split_kv(self, t: torch.Tensor) -> torch.Tensor:
+        B, T, _ = t.shape
+        return t.view(B, T, self.n_kv_heads, self.d_head).transpose(1, 2)  # (B, T, G*D) -> (B, G, T, D)
+
+    @staticmethod
+    def _extend_cache(k, v, cache: KVCache, layer: int):
+        """Append new keys/values (B, G, T, D); return all of them and the (mask, is_causal) for T new queries."""
+        start, T = cache.length, k.shape[-2]
+        k, v = cache.update(layer, k, v)  # (B, G, start + T, D)
+        if start == 0:
+            return k, v, None, True  # a fresh prompt: the ordinary causal mask
+        if T == 1:
+            return k, v, None, False  # one new token may see every cached key
+        # new query i sits at position start + i and may see keys 0 .. start + i
+        mask = torch.arange(start + T, device=k.device) <= start + torch.arange(T, device=k.device)[:, None]
+        return k, v, mask, False
+
+    def forward(self, x: torch.Tensor, context=None, mask: Optional[torch.Tensor] = None,
+                is_causal: bool = False, need_weights: bool = False, cache: Optional[KVCache] = None,
+                layer: int = 0):
+        """x (B, T, C) -> (B, T, C); with a cache, x holds only the new tokens and attends to all cached ones."""
+        if context is not None or need_weights:
+            raise ValueError("GroupedQueryAttention is self-attention only and returns no weights")
+        self._check_inputs(x, None)
+        B, T, C = x.shape
+        _check_layer_mask(mask, B, self.n_heads, T, T)
+        q, k, v = self._split(self.q_proj(x)), self._split_kv(self.k_proj(x)), self._split_kv(self.v_proj(x))
+        if cache is not None:
+            if not is_causal or mask is not None:
+                raise ValueError("with a KV cache, call with is_causal=True and no mask")
+            k, v, mask, is_causal = self._extend_cache(k, v, cache, layer)  # k, v (B, G, Tk, D)
+        groups = self.n_heads // self.n_kv_heads
+        if groups > 1:  # each kv head serves `groups` query heads
+            k, v = (t.repeat_interleave(groups, dim=1) for t in (k, v))  # (B, G, Tk, D) -> (B, H, Tk, D)
+        p = self.dropout if self.training else 0.0
+        out = attention(q, k, v, mask=mask, is_causal=is_causal, dropout_p=p)  # (B, H, T, D)
+        return self.out_proj(out.transpose(1, 2).reshape(B, T, C))  # (B, H, T, D) -> (B, T, C)
+
+
 class FeedForward(nn.Module):
     """Position-wise MLP: Linear(C -> F), activation, Linear(F -> C); F = 4C by default. Chapter 6.
 
@@ -275,6 +394,65 @@ class TransformerBlock(nn.Module):
         return x
 
 
+class DecoderBlock(nn.Module):
+    """The encoder-decoder's decoder layer: causal self-attention, cross-attention, FFN. Chapter 8.
+
+    x (B, T, C) (the target so far), memory (B, S, C) (the encoder's output) -> (B, T, C). Each sub-layer
+    has a residual connection and a LayerNorm: norm="post" LN(x + f(x)) as in the paper and
+    nn.TransformerDecoderLayer, or norm="pre" x + f(LN(x)). Cross-attention takes its queries from the
+    decoder and its keys and values from memory, so its weights are (B, H, T, S). memory_mask is a keep
+    mask over the source, (B, S) or broadcastable to (B, H, T, S), True = may attend (real tokens).
+    With a KVCache (one layer per block), x holds only the new target tokens: the self-attention reads the
+    cached keys and values; memory is the same every step (encode once, reuse).
+    An encoder layer is TransformerBlock(causal=False); the GPT's layer is models.GPTBlock.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: Optional[int] = None, *, norm: str = "post",
+                 bias: bool = True, dropout: float = 0.0, activation: str = "relu"):
+        super().__init__()
+        if norm not in _NORMS:
+            raise ValueError(f"norm must be one of {_NORMS}, got {norm!r}")
+        self.norm = norm
+        self.self_attn = GroupedQueryAttention(d_model, n_heads, bias=bias, dropout=dropout)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, bias=bias, dropout=dropout)
+        self.ffn = FeedForward(d_model, d_ff, activation, bias=bias, dropout=dropout)
+        self.ln1, self.ln2, self.ln3 = LayerNorm(d_model), LayerNorm(d_model), LayerNorm(d_model)
+        self.resid_drop = nn.Dropout(dropout)
+
+    def _sublayer(self, x: torch.Tensor, f, ln: nn.Module) -> torch.Tensor:
+        if self.norm == "pre":
+            return x + self.resid_drop(f(ln(x)))
+        return ln(x + self.resid_drop(f(x)))
+
+    def forward(self, x: torch.Tensor, memory: torch.Tensor, memory_mask: Optional[torch.Tensor] = None,
+                cache: Optional[KVCache] = None, layer: int = 0, need_weights: bool = False):
+        """-> out (B, T, C); with need_weights=True (out, cross-attention weights (B, H, T, S))."""
+        C = self.cross_attn.d_model
+        if x.dim() != 3 or x.shape[-1] != C:
+            raise ValueError(f"x should have shape (B, T, {C}), got {tuple(x.shape)}")
+        if memory.dim() != 3 or memory.shape[0] != x.shape[0] or memory.shape[-1] != C:
+            raise ValueError(f"memory should have shape ({x.shape[0]}, S, {C}) (the encoder's output), "
+                             f"got {tuple(memory.shape)}")
+        if memory_mask is not None and memory_mask.dim() == 2:
+            if memory_mask.shape != memory.shape[:2]:
+                raise ValueError(f"memory_mask (B, S) should have shape {tuple(memory.shape[:2])}, "
+                                 f"got {tuple(memory_mask.shape)}")
+            memory_mask = memory_mask[:, None, None, :]  # (B, S) -> (B, 1, 1, S): the same for every query
+        x = self._sublayer(x, lambda h: self.self_attn(h, is_causal=True, cache=cache, layer=layer), self.ln1)
+        weights = []
+
+        def cross(h):
+            out = self.cross_attn(h, memory, mask=memory_mask, need_weights=need_weights)
+            if need_weights:
+                weights.append(out[1])
+                return out[0]
+            return out
+
+        x = self._sublayer(x, cross, self.ln2)
+        x = self._sublayer(x, self.ffn, self.ln3)
+        return (x, weights[0]) if need_weights else x
+
+
 def block_params(d_model: int, d_ff: Optional[int] = None) -> int:
     """Weights of one bias-free block, attention 4C^2 + FFN 2CF (= 12C^2 when F = 4C), norms ignored. Chapter 6."""
     d_ff = 4 * d_model if d_ff is None else d_ff
@@ -316,4 +494,16 @@ def check_rms_norm(fn, seed: int = 0) -> bool:
                                                            atol=1e-5) else "divide by sqrt(mean(x^2) + eps)"
         raise AssertionError(f"values differ from RMSNorm over the last dim. Hint: {hint}, then scale by weight.")
     print("Correct: your RMSNorm matches the reference.")
+    return True
+
+
+def check_kv_cache_bytes(fn) -> bool:
+    """Self-check for the chapter 7 exercise: fn(n_layers, n_kv_heads, d_head, context_len, batch_size, bytes)."""
+    cases = [(32, 8, 128, 8192, 1, 2), (4, 4, 32, 64, 3, 4), (80, 8, 128, 4096, 2, 2), (2, 1, 5, 7, 1, 1)]
+    for args in cases:
+        want, got = kv_cache_bytes(*args), fn(*args)
+        if got != want:
+            raise AssertionError(f"for (n_layers, n_kv_heads, d_head, context_len, batch, bytes) = {args}: expected "
+                                 f"{want:,} bytes, got {got!r}. Hint: K and V are both cached, in every layer.")
+    print("Correct: your KV-cache arithmetic matches in every case.")
     return True

@@ -10,7 +10,8 @@ Two ways to tell attention where a token sits:
   `RotaryEmbedding` (Su et al. 2021, RoFormer), which rotates 2-D pairs of q and k by an angle
   proportional to the position, so that q_m . k_n depends only on n - m.
 
-Both absolute modules share one calling convention, `forward(x, offset=0)`:
+Every module here is built as (width, context_len): (d_model, context_len) for the absolute ones,
+(d_head, context_len) for RoPE. Both absolute modules share one calling convention, `forward(x, offset=0)`:
 an int `x = T` returns the (T, C) encodings of positions offset .. offset+T-1; a tensor x of shape
 (B, T, C) returns x plus those encodings (B, T, C). Pairs are interleaved everywhere: dims (2i, 2i+1)
 hold sin/cos (sinusoidal) or form the i-th rotated plane (RoPE), with frequency base^(-2i/dim).
@@ -96,44 +97,44 @@ class SinusoidalPositionalEncoding(_AbsolutePositions):
     """Fixed sin/cos position encodings (Vaswani et al. 2017), no parameters. Chapter 5.
 
     forward(T) -> (T, C); forward(x (B, T, C), offset=0) -> x + PE[offset : offset+T].
-    `max_len` only sizes the precomputed buffer: later positions are computed from the formula,
+    `context_len` only sizes the precomputed buffer: later positions are computed from the formula,
     so there is no hard maximum length (whether a model trained on short inputs copes is another matter).
     """
 
-    def __init__(self, d_model: int, max_len: int = 1024, base: float = 10000.0):
+    def __init__(self, d_model: int, context_len: int = 1024, base: float = 10000.0):
         super().__init__()
         _check_even(d_model, "d_model")
-        self.d_model, self.max_len, self.base = d_model, max_len, base
-        self.register_buffer("pe", sinusoidal_table(max_len, d_model, base), persistent=False)
+        self.d_model, self.context_len, self.base = d_model, context_len, base
+        self.register_buffer("pe", sinusoidal_table(context_len, d_model, base), persistent=False)
 
     def table(self, T: int, offset: int = 0) -> torch.Tensor:
         if offset < 0 or T < 0:
             raise ValueError(f"T and offset must be >= 0, got T={T}, offset={offset}")
-        if offset + T <= self.max_len:
+        if offset + T <= self.context_len:
             return self.pe[offset : offset + T]
         return sinusoidal_table(T, self.d_model, self.base, start=offset).to(self.pe.device)
 
 
 class LearnedPositionalEmbedding(_AbsolutePositions):
-    """A trained (max_len, C) table of position vectors (GPT-2, BERT). Chapter 5.
+    """A trained (context_len, C) table of position vectors (GPT-2, BERT). Chapter 5.
 
     forward(T) -> (T, C); forward(x (B, T, C), offset=0) -> x + table[offset : offset+T].
-    Positions >= max_len have no row: asking for one raises IndexError (the hard length limit).
+    Positions >= context_len have no row: asking for one raises IndexError (the hard length limit).
     """
 
-    def __init__(self, max_len: int, d_model: int, init_std: float = 0.02):
+    def __init__(self, d_model: int, context_len: int, init_std: float = 0.02):
         super().__init__()
-        if max_len < 1 or d_model < 1:
-            raise ValueError(f"max_len and d_model must be >= 1, got {max_len}, {d_model}")
-        self.d_model, self.max_len = d_model, max_len
-        self.weight = nn.Parameter(torch.randn(max_len, d_model) * init_std)
+        if d_model < 1 or context_len < 1:
+            raise ValueError(f"d_model and context_len must be >= 1, got {d_model}, {context_len}")
+        self.d_model, self.context_len = d_model, context_len
+        self.weight = nn.Parameter(torch.randn(context_len, d_model) * init_std)
 
     def table(self, T: int, offset: int = 0) -> torch.Tensor:
         if offset < 0 or T < 0:
             raise ValueError(f"T and offset must be >= 0, got T={T}, offset={offset}")
-        if offset + T > self.max_len:
+        if offset + T > self.context_len:
             raise IndexError(
-                f"learned positions exist only for 0..{self.max_len - 1}; asked for up to "
+                f"learned positions exist only for 0..{self.context_len - 1}; asked for up to "
                 f"{offset + T - 1} (T={T}, offset={offset}). A longer input needs a bigger, retrained table."
             )
         return self.weight[offset : offset + T]
@@ -164,15 +165,15 @@ class RotaryEmbedding(nn.Module):
 
     forward(x, offset=0) == apply(x, offset): x (B, H, T, D) (any (..., T, D)) -> same shape, with the
     token at time t rotated as position offset + t (offset = number of cached tokens when decoding
-    with a KV cache). Use it on q and k, never on v. `max_len` sizes the cos/sin cache only;
+    with a KV cache). Use it on q and k, never on v. `context_len` sizes the cos/sin cache only;
     positions beyond it are computed from the formula.
     """
 
-    def __init__(self, d_head: int, max_len: int = 4096, base: float = 10000.0):
+    def __init__(self, d_head: int, context_len: int = 4096, base: float = 10000.0):
         super().__init__()
         _check_even(d_head, "d_head")
-        self.d_head, self.max_len, self.base = d_head, max_len, base
-        ang = _angles(0, max_len, d_head, base)  # (max_len, D/2)
+        self.d_head, self.context_len, self.base = d_head, context_len, base
+        ang = _angles(0, context_len, d_head, base)  # (context_len, D/2)
         self.register_buffer("cos", ang.cos().float(), persistent=False)
         self.register_buffer("sin", ang.sin().float(), persistent=False)
 
@@ -180,7 +181,7 @@ class RotaryEmbedding(nn.Module):
         """cos and sin of the angles of positions offset .. offset+T-1, each (T, D/2)."""
         if offset < 0:
             raise ValueError(f"offset must be >= 0, got {offset}")
-        if offset + T <= self.max_len:
+        if offset + T <= self.context_len:
             return self.cos[offset : offset + T], self.sin[offset : offset + T]
         ang = _angles(offset, T, self.d_head, self.base).to(self.cos.device)
         return ang.cos().float(), ang.sin().float()

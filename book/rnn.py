@@ -14,7 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .tasks import recall_batch
-from .utils import step_budget
+from .utils import step_budget, train_step
 
 __all__ = ["RNNCell", "RNN", "CharRNN", "train_recall", "recall_accuracy", "input_gradients",
            "gradient_by_distance", "check_lstm_step"]
@@ -121,11 +121,7 @@ def train_recall(model: CharRNN, *, steps: int, seq_len: int, n_values: int = 8,
     for _ in tqdm(range(steps), disable=not progress, desc=f"recall {model.kind}", mininterval=0.5):
         x, y, _ = recall_batch(batch_size, seq_len, n_values, generator=generator)
         loss = F.cross_entropy(model(x.to(device))[:, -1], y.to(device))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        history.append(loss.item())
+        history.append(train_step(opt, loss, model.parameters(), grad_clip=1.0))
     model.eval()
     return history
 

@@ -15,7 +15,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .tasks import BOS, EOS, PAD, ToyTranslation
-from .utils import step_budget
+from .utils import step_budget, train_step
 
 __all__ = ["AdditiveAttention", "MultiplicativeAttention", "Encoder", "Decoder", "Seq2Seq",
            "Seq2SeqConfig", "build_seq2seq", "train_seq2seq", "check_general_score"]
@@ -44,11 +44,11 @@ class AdditiveAttention(nn.Module):
         """Alignment scores e: query (B, Ddec), projected keys (B, S, A) -> (B, S)."""
         return torch.tanh(self.W_a(query).unsqueeze(1) + projected_keys) @ self.v_a
 
-    def forward(self, query: torch.Tensor, keys: torch.Tensor, pad_mask: Optional[torch.Tensor] = None,
+    def forward(self, query: torch.Tensor, keys: torch.Tensor, keep_mask: Optional[torch.Tensor] = None,
                 projected_keys: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
-        """query (B, Ddec), keys = values (B, S, Denc), pad_mask (B, S) True at padding
+        """query (B, Ddec), keys = values (B, S, Denc), keep_mask (B, S) True at real tokens (may attend)
         -> context (B, Denc), weights (B, S)."""
-        return _attend(self, query, keys, pad_mask, projected_keys)
+        return _attend(self, query, keys, keep_mask, projected_keys)
 
 
 class MultiplicativeAttention(nn.Module):
@@ -68,12 +68,12 @@ class MultiplicativeAttention(nn.Module):
         """query (B, Ddec), projected keys (B, S, Ddec) -> scores (B, S)."""
         return (projected_keys @ query.unsqueeze(-1)).squeeze(-1)
 
-    def forward(self, query, keys, pad_mask=None, projected_keys=None):
+    def forward(self, query, keys, keep_mask=None, projected_keys=None):
         """Same contract as AdditiveAttention.forward."""
-        return _attend(self, query, keys, pad_mask, projected_keys)
+        return _attend(self, query, keys, keep_mask, projected_keys)
 
 
-def _attend(attn, query, keys, pad_mask, projected_keys):
+def _attend(attn, query, keys, keep_mask, projected_keys):
     """Shared tail of both attentions: mask, softmax over S, weighted sum of the encoder states."""
     if query.dim() != 2 or keys.dim() != 3 or query.shape[0] != keys.shape[0]:
         raise ValueError(f"expected query (B, Ddec) and keys (B, S, Denc), got {tuple(query.shape)} "
@@ -81,13 +81,13 @@ def _attend(attn, query, keys, pad_mask, projected_keys):
     if projected_keys is None:
         projected_keys = attn.project_keys(keys)
     e = attn.scores(query, projected_keys)                       # (B, S)
-    if pad_mask is not None:
-        if not isinstance(pad_mask, torch.Tensor) or pad_mask.dtype != torch.bool:
-            got = pad_mask.dtype if isinstance(pad_mask, torch.Tensor) else type(pad_mask).__name__
-            raise TypeError(f"pad_mask must be a bool tensor (B, S), True at padding (e.g. src == PAD), got {got}")
-        if pad_mask.shape != e.shape:
-            raise ValueError(f"pad_mask should have shape {tuple(e.shape)}, got {tuple(pad_mask.shape)}")
-        e = e.masked_fill(pad_mask, float("-inf"))
+    if keep_mask is not None:
+        if not isinstance(keep_mask, torch.Tensor) or keep_mask.dtype != torch.bool:
+            got = keep_mask.dtype if isinstance(keep_mask, torch.Tensor) else type(keep_mask).__name__
+            raise TypeError(f"keep_mask must be a bool tensor (B, S), True = may attend (e.g. src != PAD), got {got}")
+        if keep_mask.shape != e.shape:
+            raise ValueError(f"keep_mask should have shape {tuple(e.shape)}, got {tuple(keep_mask.shape)}")
+        e = e.masked_fill(~keep_mask, float("-inf"))              # blocked keys get weight exp(-inf) = 0
     weights = torch.softmax(e, dim=-1)
     context = (weights.unsqueeze(1) @ keys).squeeze(1)           # (B, 1, S) @ (B, S, Denc) -> (B, Denc)
     return context, weights
@@ -148,12 +148,12 @@ class Decoder(nn.Module):
         """Initial decoder state s_0 = tanh(W summary): (B, Denc) -> (B, Ddec)."""
         return torch.tanh(self.init_proj(summary))
 
-    def step(self, y_prev, s, H, summary, pad_mask, projected_keys=None):
+    def step(self, y_prev, s, H, summary, keep_mask, projected_keys=None):
         """One step: previous token (B,), state (B, Ddec) -> logits (B, V), new state, weights (B, S)|None."""
         if self.attention is None:
             c, w = summary, None                                  # the fixed-size bottleneck
         else:
-            c, w = self.attention(s, H, pad_mask, projected_keys)
+            c, w = self.attention(s, H, keep_mask, projected_keys)
         s = self.cell(torch.cat([self.embed(y_prev), c], -1), s)
         return self.out_proj(torch.cat([s, c], -1)), s, w
 
@@ -170,14 +170,14 @@ class Seq2Seq(nn.Module):
         H, summary = self.encoder(src)
         att = self.decoder.attention
         keys = att.project_keys(H) if att is not None else None
-        return H, summary, src == PAD, keys
+        return H, summary, src != PAD, keys
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
-        H, summary, pad_mask, keys = self._prepare(src)
+        H, summary, keep_mask, keys = self._prepare(src)
         s = self.decoder.start(H, summary)
         logits = []
         for t in range(tgt_in.shape[1]):                          # sequential: s_t needs s_{t-1}
-            out, s, _ = self.decoder.step(tgt_in[:, t], s, H, summary, pad_mask, keys)
+            out, s, _ = self.decoder.step(tgt_in[:, t], s, H, summary, keep_mask, keys)
             logits.append(out)
         return torch.stack(logits, 1)
 
@@ -186,12 +186,12 @@ class Seq2Seq(nn.Module):
         """Decode from BOS, feeding back the argmax, until every row has produced EOS or max_len."""
         if max_len < 1:
             raise ValueError(f"max_len must be >= 1, got {max_len}")
-        H, summary, pad_mask, keys = self._prepare(src)
+        H, summary, keep_mask, keys = self._prepare(src)
         s = self.decoder.start(H, summary)
         y = torch.full((src.shape[0],), BOS, dtype=torch.long, device=src.device)
         ids, weights, done = [], [], torch.zeros_like(y, dtype=torch.bool)
         for _ in range(max_len):
-            out, s, w = self.decoder.step(y, s, H, summary, pad_mask, keys)
+            out, s, w = self.decoder.step(y, s, H, summary, keep_mask, keys)
             y = out.argmax(-1).masked_fill(done, PAD)
             ids.append(y)
             weights.append(w)
@@ -264,12 +264,8 @@ def train_seq2seq(model: nn.Module, task: ToyTranslation, *, steps: int, batch_s
         b = batches.pop()
         logits = model(b.src.to(device), b.tgt_in.to(device))
         loss = F.cross_entropy(logits.flatten(0, 1), b.tgt_out.to(device).flatten(), ignore_index=PAD)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-        opt.step()
+        history.append(train_step(opt, loss, model.parameters(), grad_clip))
         sched.step()
-        history.append(loss.item())
         if len(history) % 50 == 0:
             bar.set_postfix(loss=f"{sum(history[-50:]) / 50:.3f}")
     model.eval()

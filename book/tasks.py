@@ -36,9 +36,9 @@ class TranslationBatch(NamedTuple):
     tgt_lengths: torch.Tensor
 
     @property
-    def src_pad_mask(self) -> torch.Tensor:
-        """Boolean (B, S), True at padding (the convention of nn.Transformer's key_padding_mask)."""
-        return self.src == PAD
+    def src_keep_mask(self) -> torch.Tensor:
+        """Boolean (B, S), True at real tokens: the book's one mask convention, True = may attend."""
+        return self.src != PAD
 
 
 def _rng(generator: Optional[torch.Generator]) -> random.Random:

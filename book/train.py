@@ -1,7 +1,9 @@
-"""Training and evaluating language models on token streams, and the running leaderboard.
+"""Training and evaluating language models on token streams, GPT recipes and their race, the leaderboard.
 
 Shape legend: B batch, T time (context_len), V vocab. A language model here is any module with
-forward(idx (B, T)) -> logits (B, T, V). Chapters 1, 2, 6, 7.
+forward(idx (B, T)) -> logits (B, T, V). Chapters 1, 2, 6, 7. Training sits on top of the models: it
+imports them, they never import it. Every trainer of the book updates with utils.train_step and follows
+one learning-rate schedule, warmup_cosine.
 """
 from __future__ import annotations
 
@@ -14,10 +16,12 @@ import torch
 import torch.nn.functional as F
 
 from .data import get_batch
-from .utils import step_budget
+from .models import GPT, GPTConfig, lm_loss
+from .utils import step_budget, train_step
 
 __all__ = ["nats_to_bits", "lm_loss", "evaluate_lm", "train_lm", "History", "warmup_cosine",
-           "leaderboard_row", "LEADERBOARD_MIME", "check_bits_per_char"]
+           "leaderboard_row", "LEADERBOARD_MIME", "check_bits_per_char", "GPTRecipe", "NANOGPT_CPU",
+           "NANOGPT_CPU_FINAL_VAL", "COURSE_CPU", "NANOGPT_GPU", "RecipeRun", "race", "time_to"]
 
 LEADERBOARD_MIME = "application/vnd.book.leaderboard+json"
 
@@ -25,14 +29,6 @@ LEADERBOARD_MIME = "application/vnd.book.leaderboard+json"
 def nats_to_bits(nats: float) -> float:
     """Convert a cross-entropy in nats to bits (divide by ln 2)."""
     return nats / math.log(2)
-
-
-def lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy (nats) of logits (B, T, V) against targets (B, T)."""
-    if logits.dim() != 3 or logits.shape[:2] != targets.shape:
-        raise ValueError(f"logits should be (B, T, V) and targets (B, T); got {tuple(logits.shape)} "
-                         f"and {tuple(targets.shape)}")
-    return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
 
 
 def _logits(model, x):
@@ -58,9 +54,13 @@ def evaluate_lm(model, data: torch.Tensor, batch_size: int, context_len: int, n_
 
 
 def warmup_cosine(step: int, total_steps: int, warmup: int, lr_max: float, lr_min: float) -> float:
-    """Learning rate at `step`: linear warmup to lr_max, then cosine decay to lr_min. Chapter 7."""
+    """Learning rate at `step` (0-based): linear warmup to lr_max, then cosine decay to lr_min. Chapter 6.
+
+    nanoGPT's get_lr, exactly: during warmup lr_max * (step + 1) / (warmup + 1); from step total_steps on,
+    lr_min. The one schedule of the book (GPTRecipe.lr_at calls it).
+    """
     if step < warmup:
-        return lr_max * (step + 1) / warmup
+        return lr_max * (step + 1) / (warmup + 1)
     if step >= total_steps:
         return lr_min
     progress = (step - warmup) / max(1, total_steps - warmup)
@@ -106,14 +106,9 @@ def train_lm(model, train_data: torch.Tensor, val_data: torch.Tensor, *, steps: 
             for group in optimizer.param_groups:
                 group["lr"] = lr_schedule(step)
         x, y = get_batch(train_data, batch_size, context_len, generator, device)
-        loss = lm_loss(_logits(model, x), y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if grad_clip is not None:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-        optimizer.step()
+        loss = train_step(optimizer, lm_loss(_logits(model, x), y), model.parameters(), grad_clip)
         hist.train_seconds += time.perf_counter() - t0
-        hist.train_loss.append(loss.item())
+        hist.train_loss.append(loss)
         last = step == steps - 1
         if last or (eval_every and (step + 1) % eval_every == 0):
             v = evaluate_lm(model, val_data, batch_size, context_len, eval_batches, device=device)
@@ -156,3 +151,152 @@ def check_bits_per_char(fn) -> bool:
                                  "Hint: average -log2(p), not -ln(p), and not the sum.")
     print("Correct: your bits-per-character matches the reference on every case.")
     return True
+
+
+@dataclass
+class GPTRecipe:
+    """How to train a character GPT: model sizes, batch, schedule, optimiser. Chapter 7.
+
+    The learning rate warms up linearly for `warmup` steps, then follows a cosine from lr to min_lr
+    over the remaining steps (nanoGPT's get_lr, exactly). AdamW decays matrices only.
+    """
+    name: str
+    n_layers: int = 4
+    n_heads: int = 4
+    d_model: int = 128
+    context_len: int = 64
+    batch_size: int = 12
+    steps: int = 2000
+    lr: float = 1e-3
+    min_lr: float = 1e-4
+    warmup: int = 100
+    weight_decay: float = 0.1
+    beta2: float = 0.99
+    grad_clip: float = 1.0
+    dropout: float = 0.0
+
+    def __post_init__(self):
+        def number(name):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v:
+                raise ValueError(f"{name} must be a number, got {v!r}")
+            return v
+
+        for name in ("n_layers", "n_heads", "d_model", "context_len", "batch_size", "steps"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"{name} must be a positive int, got {v!r}")
+        if not isinstance(self.warmup, int) or isinstance(self.warmup, bool) or self.warmup < 0:
+            raise ValueError(f"warmup must be an int >= 0 (steps), got {self.warmup!r}")
+        if not number("lr") > 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if not 0 <= number("min_lr") <= self.lr:
+            raise ValueError(f"min_lr must lie in [0, lr={self.lr}], got {self.min_lr}")
+        if not number("weight_decay") >= 0:
+            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay}")
+        if not 0 <= number("beta2") < 1:
+            raise ValueError(f"beta2 must lie in [0, 1), got {self.beta2}")
+        if not number("grad_clip") > 0:
+            raise ValueError(f"grad_clip must be > 0, got {self.grad_clip}")
+        if not 0 <= number("dropout") < 1:
+            raise ValueError(f"dropout must lie in [0, 1), got {self.dropout}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model must be divisible by n_heads, got {self.d_model} and {self.n_heads}")
+
+    def config(self, vocab_size: int) -> GPTConfig:
+        return GPTConfig(vocab_size, self.context_len, self.d_model, self.n_heads, self.n_layers,
+                         dropout=self.dropout, bias=False)
+
+    def lr_at(self, step: int) -> float:
+        """Learning rate at `step` (0-based): warmup_cosine over this recipe's steps."""
+        return warmup_cosine(step, self.steps, self.warmup, self.lr, self.min_lr)
+
+    @property
+    def tokens(self) -> int:
+        return self.steps * self.batch_size * self.context_len
+
+
+# nanoGPT's "I only have a MacBook" run on shakespeare_char (README): val loss about 1.88 after 2000 steps.
+NANOGPT_CPU = GPTRecipe("nanoGPT CPU recipe")
+NANOGPT_CPU_FINAL_VAL = 1.8857  # its validation loss (nats) after those 2000 steps, the course's target
+# The course's recipe: a higher peak rate with a short warmup, half the depth, a bigger batch, and a schedule
+# as long as the budget (600 steps reach nanoGPT's final loss; Chapter 7 gives it 2000).
+COURSE_CPU = GPTRecipe("course recipe", n_layers=2, batch_size=32, steps=600, lr=8e-3, min_lr=8e-4, warmup=30)
+# nanoGPT's GPU run on shakespeare_char (about 3 min on an A100 to val 1.47).
+NANOGPT_GPU = GPTRecipe("nanoGPT GPU recipe", n_layers=6, n_heads=6, d_model=384, context_len=256,
+                        batch_size=64, steps=5000, warmup=100, dropout=0.2)
+
+
+class RecipeRun:
+    """A recipe in training, advanced a few steps at a time so two runs can be interleaved. Chapter 7.
+
+    train_s counts only the training steps (forward, backward, clip, update), never evaluation.
+    """
+
+    def __init__(self, recipe: GPTRecipe, vocab_size: int, train_data: torch.Tensor, seed: int = 1337,
+                 device=None):
+        torch.manual_seed(seed)
+        self.recipe, self.train_data, self.device = recipe, train_data, device
+        self.model = GPT(recipe.config(vocab_size)).to(device)
+        self.opt = self.model.optimizer(recipe.lr, recipe.weight_decay, (0.9, recipe.beta2))
+        self.generator = torch.Generator().manual_seed(seed)
+        self.step, self.train_s, self.losses, self.stopped = 0, 0.0, [], False
+        self.last_step = step_budget(recipe.steps)   # BOOK_MAX_STEPS: a smoke run of the code path
+
+    @property
+    def done(self) -> bool:
+        return self.stopped or self.step >= self.last_step
+
+    def advance(self, n: int) -> None:
+        """Train up to n more steps (not past the recipe's end), timing each."""
+        import time
+
+        r, model = self.recipe, self.model
+        model.train()
+        for _ in range(min(n, self.last_step - self.step)):
+            t0 = time.perf_counter()
+            for group in self.opt.param_groups:
+                group["lr"] = r.lr_at(self.step)
+            x, y = get_batch(self.train_data, r.batch_size, r.context_len, self.generator, self.device)
+            loss = train_step(self.opt, model(x, y)[1], model.parameters(), r.grad_clip)  # waits for the device
+            self.train_s += time.perf_counter() - t0
+            self.losses.append(loss)
+            self.step += 1
+
+
+def race(recipes, vocab_size: int, train_data: torch.Tensor, val_data: torch.Tensor, target: float, *,
+         every, eval_windows: int = 1024, stop_at_target=(), seed: int = 1337, device=None,
+         log=None, progress: bool = False):
+    """Train recipes interleaved, `every[i]` steps at a time, until each ends. Chapter 7.
+
+    After every chunk a run is evaluated (untimed) on the same fixed validation windows. Returns the
+    runs and their curves [(step, train_s, val), ...]. Runs named in stop_at_target stop once they reach
+    the target; interleaving in short chunks makes both runs share whatever load the machine has.
+    """
+    from tqdm.auto import tqdm
+
+    runs = [RecipeRun(r, vocab_size, train_data, seed=seed, device=device) for r in recipes]
+    curves = [[] for _ in runs]
+    bar = tqdm(total=sum(r.steps for r in recipes), desc="race", disable=not progress, mininterval=1.0)
+    while not all(run.done for run in runs):
+        for run, n, curve in zip(runs, every, curves):
+            if run.done:
+                continue
+            before = run.step
+            run.advance(n)
+            bar.update(run.step - before)
+            v = evaluate_lm(run.model, val_data, 64, run.recipe.context_len, max(1, eval_windows // 64),
+                            device=device)
+            curve.append((run.step, run.train_s, v))
+            if log is not None:
+                log(f"  {run.recipe.name:<28} step {run.step:5d}  train {run.train_s:7.2f} s  val {v:.4f}")
+            if v <= target and run.recipe.name in stop_at_target:
+                bar.update(run.last_step - run.step)
+                run.stopped = True
+    bar.close()
+    return runs, curves
+
+
+def time_to(curve, target: float):
+    """(train seconds, step) at the first evaluation with val <= target in a race curve, else None."""
+    return next(((secs, step) for step, secs, v in curve if v <= target), None)

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 __all__ = ["get_device", "seed_everything", "check_shape", "count_params", "timed", "glue", "gpu_scale",
-           "step_budget", "smoke_run", "claim", "set_threads"]
+           "step_budget", "smoke_run", "claim", "set_threads", "train_step"]
 
 _DEVICES = ("cuda", "mps", "cpu")
 
@@ -205,3 +205,23 @@ def set_threads(n: int) -> int:
         raise ValueError(f"thread count must be a positive int, got {n!r}")
     torch.set_num_threads(n)
     return n
+
+
+def train_step(optimizer: torch.optim.Optimizer, loss: torch.Tensor, parameters=None,
+               grad_clip: Optional[float] = None) -> float:
+    """One update, the same in every trainer of the book: clear the gradients, backpropagate `loss`,
+    clip the gradients' total norm to `grad_clip` (if given), step. Returns the loss as a float
+    (which waits for the device, so a timer around the step measures real work)."""
+    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+        raise ValueError(f"loss must be a scalar tensor, got {loss!r:.80}")
+    if grad_clip is not None:
+        if not grad_clip > 0:
+            raise ValueError(f"grad_clip must be > 0 or None, got {grad_clip}")
+        if parameters is None:
+            raise ValueError("grad_clip needs the parameters to clip")
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if grad_clip is not None:
+        torch.nn.utils.clip_grad_norm_(parameters, grad_clip)
+    optimizer.step()
+    return loss.item()

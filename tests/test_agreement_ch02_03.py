@@ -38,9 +38,9 @@ def test_ch3_additive_attention_matches_book(ch3):
     torch.manual_seed(1)
     att = AdditiveAttention(D_DEC, D_ENC, A)
     s, Hs = torch.randn(B, D_DEC), torch.randn(B, S, D_ENC)
-    pad = torch.zeros(B, S, dtype=torch.bool)
-    pad[1, 4:] = True
-    for mask in (None, pad):
+    keep = torch.ones(B, S, dtype=torch.bool)
+    keep[1, 4:] = False                        # True = may attend: the last keys of row 1 are padding
+    for mask in (None, keep):
         ctx, w = ch3["additive_attention"](s, Hs, att.W_a.weight, att.U_a.weight, att.v_a, mask)
         ref_ctx, ref_w = att(s, Hs, mask)
         torch.testing.assert_close(ctx, ref_ctx)
@@ -57,11 +57,11 @@ def test_ch3_decoder_step_matches_book_decoder(ch3):
     src[0, 4:] = PAD
     H_enc, summary = model.encoder(src)
     dec = model.decoder
-    s0, y0, pad = dec.start(H_enc, summary), torch.full((B,), BOS), src == PAD
+    s0, y0, keep = dec.start(H_enc, summary), torch.full((B,), BOS), src != PAD
     a = dec.attention
     attend = lambda s, Hs, m: ch3["additive_attention"](s, Hs, a.W_a.weight, a.U_a.weight, a.v_a, m)  # noqa: E731
-    ours = ch3["attention_decoder_step"](y0, s0, H_enc, pad, dec.embed, attend, dec.cell, dec.out_proj)
-    theirs = dec.step(y0, s0, H_enc, summary, pad)
+    ours = ch3["attention_decoder_step"](y0, s0, H_enc, keep, dec.embed, attend, dec.cell, dec.out_proj)
+    theirs = dec.step(y0, s0, H_enc, summary, keep)
     for o, t in zip(ours, theirs):
         torch.testing.assert_close(o, t)
     assert ours[0].shape == (B, 13) and ours[1].shape == (B, D_DEC) and ours[2].shape == (B, S)

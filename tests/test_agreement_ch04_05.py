@@ -65,7 +65,7 @@ def test_ch5_scratch_sinusoidal_matches_package(ch5):
         ours = ch5["sinusoidal_scratch"](T + 60, d_model)
         assert ours.shape == (T + 60, d_model)
         torch.testing.assert_close(ours.float(), sinusoidal_table(T + 60, d_model), atol=1e-5, rtol=0)
-        torch.testing.assert_close(ours.float(), SinusoidalPositionalEncoding(d_model, max_len=16)(T + 60),
+        torch.testing.assert_close(ours.float(), SinusoidalPositionalEncoding(d_model, context_len=16)(T + 60),
                                    atol=1e-5, rtol=0)
 
 

@@ -4,7 +4,8 @@ import torch
 import torch.nn.functional as F
 from torch.testing import assert_close
 
-from book.generate import GroupedQueryAttention, greedy, next_token_probs, top_k_filter, top_p_filter
+from book.layers import GroupedQueryAttention
+from book.generate import greedy, next_token_probs, top_k_filter, top_p_filter
 from book.models import GPT, GPTConfig
 from nbtools import scratch_namespace
 

@@ -16,9 +16,11 @@ import torch
 
 from book import ngram
 from book.attention import attention, padding_mask, scaled_dot_product_attention
-from book.generate import GroupedQueryAttention, KVCache, generate
+from book.generate import generate
+from book.layers import GroupedQueryAttention, KVCache
 from book.layers import MultiHeadAttention, TransformerBlock
-from book.models import GPT, GPTConfig, GPTRecipe
+from book.models import GPT, GPTConfig
+from book.train import GPTRecipe
 from book.seq2seq import AdditiveAttention
 from book.tokenizers import BPETokenizer, CharTokenizer
 
@@ -49,17 +51,17 @@ def _square_batch_mask():
 
 
 def _cache_update_bad_layer():
-    cache = KVCache(n_layers=2, batch_size=B, n_kv_heads=H, max_len=8, d_head=4)
+    cache = KVCache(n_layers=2, batch_size=B, n_kv_heads=H, context_len=8, d_head=4)
     cache.update(2, torch.zeros(B, H, 1, 4), torch.zeros(B, H, 1, 4))
 
 
 def _cache_update_wrong_shape():
-    cache = KVCache(n_layers=2, batch_size=B, n_kv_heads=H, max_len=8, d_head=4)
+    cache = KVCache(n_layers=2, batch_size=B, n_kv_heads=H, context_len=8, d_head=4)
     cache.update(0, torch.zeros(B + 1, H, 1, 4), torch.zeros(B + 1, H, 1, 4))
 
 
 def _cache_advance(n):
-    cache = KVCache(n_layers=1, batch_size=B, n_kv_heads=H, max_len=4, d_head=4)
+    cache = KVCache(n_layers=1, batch_size=B, n_kv_heads=H, context_len=4, d_head=4)
     cache.advance(n)
 
 
@@ -106,7 +108,7 @@ CASES = [
      TypeError, "lengths must be an integer tensor of shape (B,), got torch.float32"),
     ("seq2seq-float-pad-mask", lambda: AdditiveAttention(6, 8, 4)(torch.randn(B, 6), torch.randn(B, T, 8),
                                                                   torch.zeros(B, T)),
-     TypeError, "pad_mask must be a bool tensor (B, S), True at padding"),
+     TypeError, "keep_mask must be a bool tensor (B, S), True = may attend"),
     # ---- tokenizers ------------------------------------------------------------------------------
     ("char-decode-negative-id", lambda: CharTokenizer("abc").decode([-1]),
      ValueError, "ids must be in [0, 3), got -1"),
@@ -118,13 +120,13 @@ CASES = [
     ("kvcache-advance-negative", lambda: _cache_advance(-3),
      ValueError, "advance(n) needs an int n >= 0 (tokens just written), got -3"),
     ("kvcache-advance-past-max-len", lambda: _cache_advance(5),
-     ValueError, "cannot advance past max_len=4"),
+     ValueError, "cannot advance past context_len=4"),
     ("kvcache-update-bad-layer", _cache_update_bad_layer,
      IndexError, "layer must be an int in [0, 2) (the cache holds 2 layers), got 2"),
     ("kvcache-update-wrong-shape", _cache_update_wrong_shape,
      ValueError, "k should have shape (B, G, Tq, D) = (2, 3, Tq, 4) to fit this cache, got (3, 3, 1, 4)"),
     ("kvcache-zero-max-len", lambda: KVCache(1, B, H, 0, 4),
-     ValueError, "max_len must be a positive int, got 0"),
+     ValueError, "context_len must be a positive int, got 0"),
     ("gpt-cache-wrong-batch", _gpt_with_wrong_batch_cache,
      ValueError, "make it with model.new_cache(2)"),
     # ---- GPT config, recipe and forward ---------------------------------------------------------
@@ -205,7 +207,8 @@ _WRONG_ANSWERS = textwrap.dedent("""
     import torch
     import torch.nn.functional as F
     from book.attention import check_attention
-    from book.generate import check_kv_cache_bytes, check_top_p
+    from book.generate import check_top_p
+    from book.layers import check_kv_cache_bytes
     from book.layers import check_multi_head, check_rms_norm
     from book.ngram import check_ngram_log_prob
     from book.positional import check_shift_matrix

@@ -9,20 +9,16 @@ from hypothesis import strategies as st
 from torch.testing import assert_close
 
 from book.generate import (
-    GroupedQueryAttention,
-    KVCache,
     apply_temperature,
-    check_kv_cache_bytes,
     check_top_p,
     generate,
     greedy,
-    kv_cache_bytes,
     next_token_probs,
     sample_next,
     top_k_filter,
     top_p_filter,
 )
-from book.layers import MultiHeadAttention
+from book.layers import GroupedQueryAttention, KVCache, MultiHeadAttention, check_kv_cache_bytes, kv_cache_bytes
 from book.models import GPT, GPTConfig
 
 B, T, C, H, V = 2, 5, 12, 3, 7  # all distinct, T > 1
@@ -131,7 +127,7 @@ def test_kv_cache_bytes_and_check():
 
 
 def test_kv_cache_update_and_overflow():
-    cache = KVCache(n_layers=2, batch_size=B, n_kv_heads=H, max_len=4, d_head=3)
+    cache = KVCache(n_layers=2, batch_size=B, n_kv_heads=H, context_len=4, d_head=3)
     assert cache.nbytes == 2 * 2 * B * H * 4 * 3 * 4
     k = torch.randn(B, H, 3, 3)
     k_all, v_all = cache.update(0, k, k + 1)

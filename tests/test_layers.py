@@ -277,3 +277,72 @@ def test_check_rms_norm(capsys):
         check_rms_norm(lambda x, w, eps: x * w)
     with pytest.raises(AssertionError, match="shape"):
         check_rms_norm(lambda x, w, eps: x.mean(-1))
+
+
+# ---- the encoder-decoder's decoder layer (Chapter 8) -------------------------------------------
+def _copy_into_torch_decoder_layer(ours, theirs):
+    """Load a DecoderBlock's weights into an nn.TransformerDecoderLayer (packed in_proj for q, k, v)."""
+    with torch.no_grad():
+        for mine, ref in ((ours.self_attn, theirs.self_attn), (ours.cross_attn, theirs.multihead_attn)):
+            ref.in_proj_weight.copy_(torch.cat([mine.q_proj.weight, mine.k_proj.weight, mine.v_proj.weight]))
+            ref.in_proj_bias.copy_(torch.cat([mine.q_proj.bias, mine.k_proj.bias, mine.v_proj.bias]))
+            ref.out_proj.weight.copy_(mine.out_proj.weight)
+            ref.out_proj.bias.copy_(mine.out_proj.bias)
+        theirs.linear1.load_state_dict(ours.ffn.up.state_dict())
+        theirs.linear2.load_state_dict(ours.ffn.down.state_dict())
+        for ln, ref in ((ours.ln1, theirs.norm1), (ours.ln2, theirs.norm2), (ours.ln3, theirs.norm3)):
+            ref.weight.copy_(ln.weight)
+            ref.bias.copy_(ln.bias)
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_decoder_block_equals_torch_decoder_layer(norm):
+    from book.layers import DecoderBlock
+
+    torch.manual_seed(0)
+    B, T, S, C, H = 2, 5, 7, 16, 4
+    ours = DecoderBlock(C, H, 32, norm=norm).eval()
+    with torch.no_grad():
+        for ln in (ours.ln1, ours.ln2, ours.ln3):          # non-trivial norms, so a swapped norm is caught
+            ln.weight.uniform_(0.5, 1.5)
+            ln.bias.uniform_(-0.5, 0.5)
+    theirs = torch.nn.TransformerDecoderLayer(C, H, 32, dropout=0.0, activation="relu", batch_first=True,
+                                              norm_first=norm == "pre").eval()
+    _copy_into_torch_decoder_layer(ours, theirs)
+    x, memory = torch.randn(B, T, C), torch.randn(B, S, C)
+    keep = torch.ones(B, S, dtype=torch.bool)
+    keep[1, 5:] = False                                     # the second source sentence has 2 padding tokens
+    want = theirs(x, memory, tgt_mask=torch.nn.Transformer.generate_square_subsequent_mask(T),
+                  tgt_is_causal=True, memory_key_padding_mask=~keep)
+    got, weights = ours(x, memory, memory_mask=keep, need_weights=True)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    assert weights.shape == (B, H, T, S)                    # queries from the decoder, keys from the encoder
+    assert torch.all(weights[1, :, :, 5:] == 0) and torch.allclose(weights.sum(-1), torch.ones(B, H, T))
+
+
+def test_decoder_block_with_kv_cache_equals_full_pass():
+    from book.layers import DecoderBlock, KVCache
+
+    torch.manual_seed(1)
+    B, T, S, C, H = 2, 6, 4, 16, 4
+    block = DecoderBlock(C, H, norm="pre").eval()
+    x, memory = torch.randn(B, T, C), torch.randn(B, S, C)
+    full = block(x, memory)
+    cache = KVCache(1, B, H, T, C // H)
+    steps = []
+    for t in range(T):                                      # one target token at a time, memory reused
+        steps.append(block(x[:, t:t + 1], memory, cache=cache, layer=0))
+        cache.advance(1)
+    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-5)
+
+
+def test_decoder_block_rejects_bad_memory():
+    from book.layers import DecoderBlock
+
+    block = DecoderBlock(8, 2)
+    with pytest.raises(ValueError, match=r"memory should have shape \(2, S, 8\)"):
+        block(torch.randn(2, 3, 8), torch.randn(3, 4, 8))
+    with pytest.raises(ValueError, match=r"memory_mask \(B, S\) should have shape \(2, 4\)"):
+        block(torch.randn(2, 3, 8), torch.randn(2, 4, 8), memory_mask=torch.ones(2, 3, dtype=torch.bool))
+    with pytest.raises(ValueError, match="norm must be one of"):
+        DecoderBlock(8, 2, norm="middle")

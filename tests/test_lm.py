@@ -120,7 +120,7 @@ def test_train_lm_learns_a_cycle_and_reports_history():
 
 def test_warmup_cosine_shape():
     lrs = [warmup_cosine(s, 100, 10, 1.0, 0.1) for s in range(120)]
-    assert lrs[0] == pytest.approx(0.1) and lrs[9] == pytest.approx(1.0)
+    assert lrs[0] == pytest.approx(1 / 11) and lrs[9] == pytest.approx(10 / 11)   # nanoGPT: (step + 1) / (warmup + 1)
     assert lrs[10] == pytest.approx(1.0) and lrs[100] == pytest.approx(0.1) and lrs[119] == 0.1
     assert all(a >= b - 1e-12 for a, b in zip(lrs[10:], lrs[11:]))       # decays monotonically
     assert nats_to_bits(math.log(2)) == pytest.approx(1.0)

@@ -83,10 +83,15 @@ def test_every_position_equals_its_own_prefix():
 def test_block_matches_prenorm_formula():
     torch.manual_seed(0)
     block = GPTBlock(GPTConfig(vocab_size=V, d_model=C, n_heads=H)).eval()
-    assert isinstance(block, TransformerBlock)
+    assert [name for name, _ in block.named_children()] == ["ln1", "attn", "ln2", "ffn", "resid_drop"]
     x = torch.randn(B, T, C)
     h = x + block.attn(block.ln1(x), is_causal=True)
     assert_close(block(x), h + block.ffn(block.ln2(h)))
+    # the same function as Chapter 6's pre-norm causal TransformerBlock carrying the same weights
+    ref = TransformerBlock(C, H, norm="pre", causal=True).eval()
+    missing, unexpected = ref.load_state_dict(block.state_dict(), strict=False)
+    assert not unexpected and sorted(missing) == ["ln1.bias", "ln2.bias"]   # the GPT's norms have no bias
+    assert_close(block(x), ref(x), atol=1e-5, rtol=1e-5)
 
 
 def test_optimizer_groups_and_training_step():
@@ -117,7 +122,7 @@ def test_dropout_active_only_in_training():
 
 
 def test_recipe_schedule_matches_nanogpt():
-    from book.models import NANOGPT_CPU as r
+    from book.train import NANOGPT_CPU as r
 
     # nanoGPT's "I only have a MacBook" shakespeare_char run
     assert (r.n_layers, r.n_heads, r.d_model, r.context_len, r.batch_size, r.steps) == (4, 4, 128, 64, 12, 2000)
@@ -134,7 +139,7 @@ def test_recipe_schedule_matches_nanogpt():
 
 
 def _tiny_recipe(name, **kw):
-    from book.models import GPTRecipe
+    from book.train import GPTRecipe
 
     base = dict(n_layers=1, n_heads=2, d_model=8, context_len=6, batch_size=3, steps=6, lr=1e-2, warmup=2)
     base.update(kw)
@@ -142,7 +147,7 @@ def _tiny_recipe(name, **kw):
 
 
 def test_recipe_run_advances_and_stops_at_the_end():
-    from book.models import RecipeRun
+    from book.train import RecipeRun
 
     data = torch.randint(V, (500,))
     run = RecipeRun(_tiny_recipe("tiny"), V, data, seed=0)
@@ -157,7 +162,7 @@ def test_recipe_run_advances_and_stops_at_the_end():
 
 
 def test_race_interleaves_and_stops_at_target():
-    from book.models import race, time_to
+    from book.train import race, time_to
 
     data = torch.randint(V, (500,))
     a, b = _tiny_recipe("a"), _tiny_recipe("b", steps=4)

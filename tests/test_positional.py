@@ -52,7 +52,7 @@ def test_shift_matrix_is_a_rotation():
 
 
 def test_sinusoidal_module_conventions():
-    m = SinusoidalPositionalEncoding(C, max_len=8)
+    m = SinusoidalPositionalEncoding(C, context_len=8)
     assert len(list(m.parameters())) == 0
     torch.testing.assert_close(m(T), sinusoidal_table(T, C))
     x = torch.randn(B, T, C)
@@ -65,7 +65,7 @@ def test_sinusoidal_module_conventions():
 
 
 def test_absolute_modules_reject_bad_inputs():
-    s, l = SinusoidalPositionalEncoding(C, max_len=8), LearnedPositionalEmbedding(8, C)
+    s, l = SinusoidalPositionalEncoding(C, context_len=8), LearnedPositionalEmbedding(C, 8)
     for mod in (s, l):
         with pytest.raises(ValueError, match=rf"x should have shape \(B, T, {C}\)"):
             mod(torch.randn(B, T, C + 1))
@@ -73,13 +73,13 @@ def test_absolute_modules_reject_bad_inputs():
             mod(3, offset=-1)
     with pytest.raises(ValueError, match="positive even int"):
         SinusoidalPositionalEncoding(7)
-    with pytest.raises(ValueError, match="max_len and d_model must be >= 1"):
-        LearnedPositionalEmbedding(0, C)
+    with pytest.raises(ValueError, match="d_model and context_len must be >= 1"):
+        LearnedPositionalEmbedding(C, 0)
 
 
 def test_learned_positions_and_hard_limit():
     torch.manual_seed(0)
-    m = LearnedPositionalEmbedding(8, C)
+    m = LearnedPositionalEmbedding(C, 8)
     assert m.weight.shape == (8, C) and m.weight.requires_grad
     x = torch.randn(B, T, C)
     torch.testing.assert_close(m(x), x + m.weight[:T])
@@ -110,7 +110,7 @@ def test_rope_relative_property(m, n, seed):
 
 
 def test_rotary_module_matches_matrices_and_preserves_norms():
-    rope = RotaryEmbedding(D, max_len=16)
+    rope = RotaryEmbedding(D, context_len=16)
     x = torch.randn(B, H, T, D)
     y = rope(x)
     assert y.shape == x.shape
@@ -129,12 +129,12 @@ def test_rotary_scores_depend_only_on_offset():
 
 
 def test_rotary_offset_is_kv_cache_consistent_and_extends_past_max_len():
-    rope = RotaryEmbedding(D, max_len=6)
+    rope = RotaryEmbedding(D, context_len=6)
     x = torch.randn(B, H, 10, D)
     full = rope(x)  # positions 6..9 computed from the formula
     torch.testing.assert_close(torch.cat([rope(x[:, :, :4]), rope(x[:, :, 4:], offset=4)], 2), full)
     torch.testing.assert_close(rope(x[:, :, 9:], offset=9), full[:, :, 9:])
-    big = RotaryEmbedding(D, max_len=32)
+    big = RotaryEmbedding(D, context_len=32)
     torch.testing.assert_close(full, big(x))
 
 

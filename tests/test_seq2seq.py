@@ -39,9 +39,9 @@ def test_softmax_and_weighted_sum_are_pytorchs_attention_with_scores_as_bias():
     torch.manual_seed(1)
     att = AdditiveAttention(D_DEC, D_ENC, D_ATT)
     s, H = torch.randn(B, D_DEC), torch.randn(B, S, D_ENC)
-    mask = torch.tensor([[False] * S, [False] * 3 + [True] * 2])
+    mask = torch.tensor([[True] * S, [True] * 3 + [False] * 2])          # True = may attend
     context, _ = att(s, H, mask)
-    bias = att.scores(s, att.project_keys(H)).masked_fill(mask, float("-inf"))
+    bias = att.scores(s, att.project_keys(H)).masked_fill(~mask, float("-inf"))
     zero_q = torch.zeros(B, 1, D_ENC)            # zero queries: q.k = 0, so only the bias scores count
     ref = F.scaled_dot_product_attention(zero_q, H, H, attn_mask=bias.unsqueeze(1)).squeeze(1)
     torch.testing.assert_close(context, ref)
@@ -51,7 +51,7 @@ def test_mask_gives_padding_zero_weight_and_rows_sum_to_one():
     torch.manual_seed(2)
     for att in (AdditiveAttention(D_DEC, D_ENC, D_ATT), MultiplicativeAttention(D_DEC, D_ENC)):
         s, H = torch.randn(B, D_DEC), torch.randn(B, S, D_ENC)
-        mask = torch.tensor([[False, False, True, True, True], [False] * S])
+        mask = torch.tensor([[True, True, False, False, False], [True] * S])   # True = may attend
         context, w = att(s, H, mask)
         assert (w[0, 2:] == 0).all()
         torch.testing.assert_close(w.sum(-1), torch.ones(B))
@@ -158,7 +158,7 @@ def test_bad_arguments():
     att = AdditiveAttention(D_DEC, D_ENC, D_ATT)
     with pytest.raises(ValueError, match=r"expected query \(B, Ddec\)"):
         att(torch.randn(B, 1, D_DEC), torch.randn(B, S, D_ENC))
-    with pytest.raises(ValueError, match="pad_mask should have shape"):
+    with pytest.raises(ValueError, match="keep_mask should have shape"):
         att(torch.randn(B, D_DEC), torch.randn(B, S, D_ENC), torch.zeros(B, S + 1, dtype=torch.bool))
     model = small_model("none")
     with pytest.raises(ValueError, match="at least one non-PAD"):

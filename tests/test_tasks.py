@@ -68,7 +68,7 @@ def test_batch_layout_bos_eos_pad_and_masks():
     assert (b.tgt_in[:, 0] == BOS).all()
     assert b.tgt_out[0, 3] == EOS and (b.tgt_out[0, 4:] == PAD).all() and b.tgt_out[1, 7] == EOS
     torch.testing.assert_close(b.tgt_in[:, 1:4], b.tgt_out[:, :3])
-    assert b.src_pad_mask.tolist()[0] == [False] * 3 + [True] * 4
+    assert b.src_keep_mask.tolist()[0] == [True] * 3 + [False] * 4   # True = may attend
     assert TASK.decode(b.tgt_out[0], "tgt") == TASK.translate(sents[0])
     assert TASK.decode(b.src[1], "src") == sents[1]
 
