@@ -11,6 +11,9 @@ _shared = ROOT.parent / "shared" / "data"
 if "BOOK_DATA_DIR" not in os.environ and (_shared / "tinyshakespeare.txt").is_file():
     os.environ["BOOK_DATA_DIR"] = str(_shared)   # kernels started by nbval inherit it
 os.environ.setdefault("BOOK_DEVICE", "cpu")      # compare against the committed CPU outputs
+# idle OpenMP threads sleep instead of spinning: with two notebooks on two cores (xdist) or BOOK_THREADS=2,
+# spinning threads steal the cores that the other kernel needs (a step measured 7x slower)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def _drift_check_applies() -> bool:
