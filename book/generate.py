@@ -19,6 +19,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .utils import step_budget
+
 __all__ = ["greedy", "apply_temperature", "top_k_filter", "top_p_filter", "next_token_probs",
            "sample_next", "generate", "check_top_p"]
 
@@ -115,6 +117,7 @@ def generate(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, *, temper
         raise TypeError(f"max_new_tokens must be an int, got {max_new_tokens!r}")
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be >= 1 (the prompt alone needs no generate), got {max_new_tokens}")
+    max_new_tokens = step_budget(max_new_tokens)   # BOOK_MAX_STEPS: a smoke run writes only a few tokens
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature >= 0:
         raise ValueError(f"temperature must be a number >= 0 (0 means greedy), got {temperature!r}")
     if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):

@@ -42,6 +42,7 @@ def evaluate_lm(model, data: torch.Tensor, batch_size: int, context_len: int, n_
     """Mean cross-entropy in nats over `n_batches` random windows of `data` (seeded by `generator`)."""
     if n_batches < 1:
         raise ValueError(f"n_batches must be >= 1, got {n_batches}")
+    n_batches = step_budget(n_batches)   # BOOK_MAX_STEPS: a smoke run evaluates only a few batches
     generator = generator if generator is not None else torch.Generator().manual_seed(1234)
     was_training = model.training
     model.eval()
