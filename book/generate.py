@@ -1,4 +1,4 @@
-"""Generating text: sampling filters and the generate loop. Chapter 7.
+"""Generating text: sampling filters and the generate loop (Chapter 7); greedy translation (Chapter 8).
 
 Shape legend (batch first): B batch, T time, V vocab.
 
@@ -6,6 +6,7 @@ Shape legend (batch first): B batch, T time, V vocab.
   model(idx (B, T)) -> logits (B, T, V), and model.config.context_len, the longest input it takes;
   for use_cache=True also model.new_cache(batch_size, context_len) -> a cache (book.layers.KVCache), and
   model(idx_new, cache=cache), which reads only the tokens after the cached ones and advances the cache.
+`greedy_translate` does the same for an encoder-decoder (book.transformer.Transformer): encode once, then decode.
 The model never needs this module: generation sits on top of the models, as training does.
 
 Sampling works on logits (..., V): temperature divides them, top-k and top-p set the logits of
@@ -22,7 +23,7 @@ import torch.nn.functional as F
 from .utils import step_budget
 
 __all__ = ["greedy", "apply_temperature", "top_k_filter", "top_p_filter", "next_token_probs",
-           "sample_next", "generate", "check_top_p"]
+           "sample_next", "generate", "greedy_translate", "check_top_p"]
 
 
 def greedy(logits: torch.Tensor) -> torch.Tensor:
@@ -166,3 +167,45 @@ def check_top_p(fn) -> bool:
                                  "Hint: keep a token while the mass ranked above it is still < p.")
     print("Correct: your top-p filter keeps the smallest nucleus in every case.")
     return True
+
+
+@torch.no_grad()
+def greedy_translate(model: nn.Module, src: torch.Tensor, max_len: int, *, bos: int = 1, eos: int = 2,
+                     pad: int = 0, use_cache: bool = True, reencode: bool = False, need_weights: bool = False):
+    """Greedy decoding for an encoder-decoder: from BOS, append the argmax until EOS or max_len. Chapter 8.
+
+    src (B, S) -> ids (B, T') without BOS; after a row's EOS it holds pad. With need_weights=True also the
+    cross-attention of each generated token, (L, B, H, T', S). The model (a book.transformer.Transformer)
+    needs encode(src, src_mask) -> memory, decode(tgt, memory, memory_mask, cache=, need_weights=) -> logits,
+    src_keep_mask(src) and new_cache(B, context_len). The encoder runs once and its memory is reused by every
+    step (reencode=True runs it again each step, to measure what reuse saves); use_cache=True feeds the decoder
+    only the newest token and keeps the keys and values of its self-attention in a KV cache.
+    """
+    _check_token_ids(src, "src")
+    if not isinstance(max_len, int) or isinstance(max_len, bool) or max_len < 1:
+        raise ValueError(f"max_len must be a positive int, got {max_len!r}")
+    was_training = model.training
+    model.eval()
+    B = src.shape[0]
+    keep = model.src_keep_mask(src)
+    memory = model.encode(src, keep)
+    cache = model.new_cache(B, max_len) if use_cache else None
+    tgt = torch.full((B, 1), bos, dtype=torch.long, device=src.device)
+    done = torch.zeros(B, dtype=torch.bool, device=src.device)
+    weights = []
+    for _ in range(max_len):
+        if reencode:
+            memory = model.encode(src, keep)
+        step_in = tgt[:, -1:] if use_cache else tgt
+        out = model.decode(step_in, memory, keep, cache=cache, need_weights=need_weights)
+        logits, w = out if need_weights else (out, None)
+        nxt = greedy(logits[:, -1]).masked_fill(done, pad)   # (B,)
+        tgt = torch.cat([tgt, nxt[:, None]], dim=1)
+        if need_weights:
+            weights.append(torch.stack([lw[:, :, -1] for lw in w]))   # (L, B, H, S) for the newest token
+        done |= nxt == eos
+        if done.all():
+            break
+    model.train(was_training)
+    ids = tgt[:, 1:]
+    return (ids, torch.stack(weights, dim=3)) if need_weights else ids

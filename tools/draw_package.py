@@ -19,7 +19,7 @@ LAYERS = [
     ("foundations", ["utils", "data", "tokenizers", "tasks", "plots"]),
     ("maths and counts", ["attention", "positional", "ngram", "widgets"]),
     ("modules and blocks", ["layers", "rnn"]),
-    ("models", ["models", "seq2seq"]),
+    ("models", ["models", "seq2seq", "transformer"]),
     ("generation and training", ["generate", "train"]),
 ]
 

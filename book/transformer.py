@@ -1,0 +1,272 @@
+"""The original Transformer (Vaswani et al. 2017): an encoder, a decoder and cross-attention between them. Chapter 8.
+
+Read it top to bottom: TransformerConfig (the sizes), then Transformer (encode, decode, forward).
+Shape legend (batch first): B batch, S source length, T target length, C = d_model, H = n_heads, V vocab.
+
+src ids (B, S) -> embeddings * sqrt(C) + sinusoidal positions -> n_layers encoder layers (self-attention
+that sees the whole source, FFN) -> memory (B, S, C).
+tgt ids (B, T) -> embeddings * sqrt(C) + positions -> n_layers decoder layers (causal self-attention,
+cross-attention into memory, FFN) -> lm_head -> logits (B, T, V).
+Each sub-layer has a residual and a LayerNorm, after the sum by default ("post", as in the paper and
+nn.Transformer). The final LayerNorms of encoder and decoder are nn.Transformer's: redundant after a
+post-norm layer, needed with norm="pre". Mask convention: True = may attend (src_keep_mask = src != pad).
+The parts come from book.layers and book.positional; greedy decoding sits on top, in book.generate.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+import torch.nn as nn
+
+from .layers import DecoderBlock, KVCache, LayerNorm, TransformerBlock
+from .positional import SinusoidalPositionalEncoding
+
+__all__ = ["TransformerConfig", "Transformer", "to_torch_transformer", "transformer_params", "check_transformer_params",
+           "check_cross_attention"]
+
+
+def _positive_int(name: str, v) -> None:
+    if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+        raise ValueError(f"{name} must be a positive int, got {v!r}")
+
+
+@dataclass
+class TransformerConfig:
+    """Sizes of an encoder-decoder. n_layers each in encoder and decoder; d_ff=None means 4 * d_model.
+
+    share_embeddings: one table for source and target tokens (needs one shared vocabulary, as the paper's
+    37,000 BPE tokens); tie_output: the output layer reuses the target embedding (Press & Wolf 2017).
+    pad_id: the padding token of the source (no key may be padding); None if sources are never padded.
+    """
+    src_vocab_size: int
+    tgt_vocab_size: int
+    context_len: int = 64
+    d_model: int = 64
+    n_heads: int = 4
+    n_layers: int = 2
+    d_ff: Optional[int] = None
+    dropout: float = 0.0
+    norm: str = "post"
+    share_embeddings: bool = False
+    tie_output: bool = False
+    pad_id: Optional[int] = 0
+
+    def __post_init__(self):
+        for name in ("src_vocab_size", "tgt_vocab_size", "context_len", "d_model", "n_heads", "n_layers"):
+            _positive_int(name, getattr(self, name))
+        if self.d_model % self.n_heads or self.d_model % 2:
+            raise ValueError(f"d_model must be even and divisible by n_heads, got {self.d_model} and {self.n_heads}")
+        if self.d_ff is not None:
+            _positive_int("d_ff", self.d_ff)
+        if self.norm not in ("post", "pre"):
+            raise ValueError(f"norm must be 'post' (the paper) or 'pre', got {self.norm!r}")
+        if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) or not 0 <= self.dropout < 1:
+            raise ValueError(f"dropout must lie in [0, 1), got {self.dropout!r}")
+        if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
+            raise ValueError(f"share_embeddings needs one vocabulary, got src_vocab_size={self.src_vocab_size} "
+                             f"and tgt_vocab_size={self.tgt_vocab_size}")
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.n_heads
+
+
+def _check_ids(ids, name: str, vocab_size: int, context_len: int, offset: int = 0) -> None:
+    """Raise unless ids is a (B, T) integer tensor with values in [0, vocab_size) and offset + T <= context_len."""
+    if not isinstance(ids, torch.Tensor) or ids.dtype.is_floating_point or ids.dtype == torch.bool:
+        got = ids.dtype if isinstance(ids, torch.Tensor) else type(ids).__name__
+        raise TypeError(f"{name} must be an integer tensor of token ids (torch.long), got {got}")
+    if ids.dim() != 2 or ids.shape[1] < 1:
+        raise ValueError(f"{name} should have shape (B, T) with T >= 1, got {tuple(ids.shape)}")
+    if offset + ids.shape[1] > context_len:
+        raise ValueError(f"{name} reaches position {offset + ids.shape[1]}, longer than context_len={context_len}")
+    lo, hi = int(ids.min()), int(ids.max())
+    if lo < 0 or hi >= vocab_size:
+        raise ValueError(f"{name} ids must lie in [0, {vocab_size}), got ids from {lo} to {hi}")
+
+
+class Transformer(nn.Module):
+    """Encoder-decoder Transformer. Chapter 8.
+
+    forward(src (B, S), tgt_in (B, T)) -> logits (B, T, V_tgt), with teacher forcing.
+    encode(src) -> memory (B, S, C), once per sentence; decode(tgt_in, memory, memory_mask) -> logits, as often
+    as needed; with a KVCache (new_cache), tgt_in holds only the target tokens after the cached ones.
+    """
+
+    def __init__(self, config: TransformerConfig):
+        super().__init__()
+        self.config = c = config
+        self.src_emb = nn.Embedding(c.src_vocab_size, c.d_model)
+        self.tgt_emb = self.src_emb if c.share_embeddings else nn.Embedding(c.tgt_vocab_size, c.d_model)
+        self.pos = SinusoidalPositionalEncoding(c.d_model, c.context_len)   # Chapter 5
+        self.drop = nn.Dropout(c.dropout)
+        self.encoder = nn.ModuleList([
+            TransformerBlock(c.d_model, c.n_heads, c.d_ff, norm=c.norm, causal=False, bias=True,
+                             dropout=c.dropout, activation="relu") for _ in range(c.n_layers)])
+        self.decoder = nn.ModuleList([
+            DecoderBlock(c.d_model, c.n_heads, c.d_ff, norm=c.norm, bias=True, dropout=c.dropout,
+                         activation="relu") for _ in range(c.n_layers)])
+        self.ln_enc, self.ln_dec = LayerNorm(c.d_model), LayerNorm(c.d_model)
+        self.lm_head = nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
+        for name, p in self.named_parameters():
+            if p.dim() > 1 and "emb" not in name:
+                nn.init.xavier_uniform_(p)   # as nn.Transformer
+        for emb in {self.src_emb, self.tgt_emb}:
+            nn.init.normal_(emb.weight, std=c.d_model ** -0.5)   # times sqrt(C): unit size, like the positions
+        if c.tie_output:
+            self.lm_head.weight = self.tgt_emb.weight
+
+    def _embed(self, emb: nn.Embedding, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        x = emb(ids) * math.sqrt(self.config.d_model)   # (B, T) -> (B, T, C), scaled as in the paper
+        return self.drop(self.pos(x, offset=offset))
+
+    def src_keep_mask(self, src: torch.Tensor) -> Optional[torch.Tensor]:
+        """(B, S) True at real source tokens (may be attended to); None when config.pad_id is None."""
+        return None if self.config.pad_id is None else src != self.config.pad_id
+
+    def encode(self, src: torch.Tensor, src_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """src (B, S) -> memory (B, S, C). src_mask (B, S), True = real token; default: src != pad_id."""
+        c = self.config
+        _check_ids(src, "src", c.src_vocab_size, c.context_len)
+        keep = self.src_keep_mask(src) if src_mask is None else src_mask
+        if keep is not None:
+            if keep.shape != src.shape or keep.dtype != torch.bool:
+                raise ValueError(f"src_mask must be a bool (B, S) = {tuple(src.shape)} tensor, True = real token, "
+                                 f"got {keep.dtype} {tuple(keep.shape)}")
+            if not keep.any(1).all():
+                raise ValueError("every source sentence needs at least one non-padding token")
+            keep = keep[:, None, None, :]   # (B, S) -> (B, 1, 1, S): the same keys for every query
+        x = self._embed(self.src_emb, src)
+        for layer in self.encoder:
+            x = layer(x, mask=keep)
+        return self.ln_enc(x)
+
+    def new_cache(self, batch_size: int, context_len: Optional[int] = None) -> KVCache:
+        """An empty KV cache for the decoder's self-attention: batch_size targets of up to context_len tokens."""
+        c, p = self.config, self.lm_head.weight
+        return KVCache(c.n_layers, batch_size, c.n_heads, context_len or c.context_len, c.d_head,
+                       dtype=p.dtype, device=p.device)
+
+    def decode(self, tgt_in: torch.Tensor, memory: torch.Tensor, memory_mask: Optional[torch.Tensor] = None,
+               cache: Optional[KVCache] = None, need_weights: bool = False):
+        """tgt_in (B, T), memory (B, S, C), memory_mask (B, S) True = real source token -> logits (B, T, V).
+
+        With need_weights=True -> (logits, [cross-attention weights (B, H, T, S) of each layer]).
+        With a cache, tgt_in holds the new tokens only (positions cache.length ..), and the cache advances.
+        """
+        c = self.config
+        start = 0 if cache is None else cache.length
+        _check_ids(tgt_in, "tgt_in", c.tgt_vocab_size, c.context_len, start)
+        B = tgt_in.shape[0]
+        if memory.dim() != 3 or memory.shape[0] != B or memory.shape[2] != c.d_model:
+            raise ValueError(f"memory should have shape ({B}, S, {c.d_model}) (the output of encode), "
+                             f"got {tuple(memory.shape)}")
+        if memory_mask is not None and (memory_mask.dtype != torch.bool or memory_mask.shape != memory.shape[:2]):
+            raise ValueError(f"memory_mask must be a bool (B, S) = {tuple(memory.shape[:2])} tensor, True = real "
+                             f"token, got {memory_mask.dtype} {tuple(memory_mask.shape)}")
+        if cache is not None and (cache.k.shape[0], cache.k.shape[1]) != (c.n_layers, B):
+            raise ValueError(f"this cache holds (n_layers, batch) = {tuple(cache.k.shape[:2])}, need "
+                             f"{(c.n_layers, B)}: make it with model.new_cache({B})")
+        x, weights = self._embed(self.tgt_emb, tgt_in, offset=start), []
+        for i, layer in enumerate(self.decoder):
+            x = layer(x, memory, memory_mask, cache=cache, layer=i, need_weights=need_weights)
+            if need_weights:
+                x, w = x
+                weights.append(w)
+        if cache is not None:
+            cache.advance(tgt_in.shape[1])
+        logits = self.lm_head(self.ln_dec(x))   # (B, T, C) -> (B, T, V)
+        return (logits, weights) if need_weights else logits
+
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        """Teacher forcing: src (B, S), tgt_in = BOS + target (B, T) -> logits (B, T, V) for every position at once."""
+        c = self.config
+        _check_ids(src, "src", c.src_vocab_size, c.context_len)
+        _check_ids(tgt_in, "tgt_in", c.tgt_vocab_size, c.context_len)
+        if tgt_in.shape[0] != src.shape[0]:
+            raise ValueError(f"src and tgt_in need the same batch size, got {src.shape[0]} and {tgt_in.shape[0]}")
+        keep = self.src_keep_mask(src)
+        return self.decode(tgt_in, self.encode(src, keep), keep)
+
+
+def to_torch_transformer(model: Transformer) -> nn.Transformer:
+    """An nn.Transformer (ReLU, no dropout, batch first) holding `model`'s encoder and decoder weights. Chapter 8.
+
+    PyTorch packs q, k, v into one in_proj matrix; we keep three. Embeddings, positions and lm_head are not
+    part of nn.Transformer: it maps embedded (B, S, C), (B, T, C) to decoder outputs (B, T, C).
+    """
+    c = model.config
+    with warnings.catch_warnings():   # PyTorch's note that its nested-tensor fast path is off: not our concern
+        warnings.simplefilter("ignore")
+        ref = nn.Transformer(c.d_model, c.n_heads, c.n_layers, c.n_layers, c.d_ff or 4 * c.d_model, dropout=0.0,
+                             batch_first=True, norm_first=c.norm == "pre").to(model.lm_head.weight.device).eval()
+
+    def attn(mine, theirs: nn.MultiheadAttention):
+        theirs.in_proj_weight.copy_(torch.cat([mine.q_proj.weight, mine.k_proj.weight, mine.v_proj.weight]))
+        theirs.in_proj_bias.copy_(torch.cat([mine.q_proj.bias, mine.k_proj.bias, mine.v_proj.bias]))
+        theirs.out_proj.load_state_dict(mine.out_proj.state_dict())
+
+    def norms(pairs):
+        for mine, theirs in pairs:
+            theirs.weight.copy_(mine.weight)
+            theirs.bias.copy_(mine.bias)
+
+    with torch.no_grad():
+        for mine, theirs in zip(model.encoder, ref.encoder.layers):
+            attn(mine.attn, theirs.self_attn)
+            norms([(mine.ln1, theirs.norm1), (mine.ln2, theirs.norm2)])
+        for mine, theirs in zip(model.decoder, ref.decoder.layers):
+            attn(mine.self_attn, theirs.self_attn)
+            attn(mine.cross_attn, theirs.multihead_attn)
+            norms([(mine.ln1, theirs.norm1), (mine.ln2, theirs.norm2), (mine.ln3, theirs.norm3)])
+        for mine, theirs in zip([*model.encoder, *model.decoder], [*ref.encoder.layers, *ref.decoder.layers]):
+            theirs.linear1.load_state_dict(mine.ffn.up.state_dict())
+            theirs.linear2.load_state_dict(mine.ffn.down.state_dict())
+        norms([(model.ln_enc, ref.encoder.norm), (model.ln_dec, ref.decoder.norm)])
+    return ref
+
+
+def transformer_params(vocab_size: int, d_model: int, d_ff: int, n_layers: int) -> int:
+    """Parameters of the paper's layout with one shared, tied vocabulary (biases and norms included). Chapter 8."""
+    attn = 4 * (d_model * d_model + d_model)             # q, k, v, out projections with biases
+    ffn = 2 * d_model * d_ff + d_ff + d_model
+    enc, dec = attn + ffn + 2 * 2 * d_model, 2 * attn + ffn + 3 * 2 * d_model
+    return vocab_size * d_model + n_layers * (enc + dec) + 2 * 2 * d_model   # + final norms of both stacks
+
+
+def check_transformer_params(fn) -> bool:
+    """Self-check for the chapter 8 exercise: fn(vocab_size, d_model, d_ff, n_layers) -> parameter count."""
+    for args in [(37000, 512, 2048, 6), (37000, 1024, 4096, 6), (23, 64, 128, 2), (10, 6, 7, 1)]:
+        want, got = transformer_params(*args), fn(*args)
+        if got != want:
+            raise AssertionError(f"(vocab_size, d_model, d_ff, n_layers) = {args}: expected {want:,}, got {got!r}. "
+                                 "Hints: every Linear has a bias; a decoder layer has two attentions and three "
+                                 "norms; the embedding is counted once; both stacks end with a LayerNorm.")
+    print("Correct: your count matches the model's in every case.")
+    return True
+
+
+def check_cross_attention(fn, seed: int = 0) -> bool:
+    """Self-check for the chapter 8 exercise: fn(y (B, T, C), memory (B, S, C), attn, keep (B, S)) -> weights
+    (B, H, T, S) of a book.layers.MultiHeadAttention `attn` used as cross-attention. Tried with B=2, T=5, S=7, H=3."""
+    from .layers import MultiHeadAttention
+    torch.manual_seed(seed)
+    attn = MultiHeadAttention(12, 3, bias=True)
+    g = torch.Generator().manual_seed(seed)
+    y, memory = torch.randn(2, 5, 12, generator=g), torch.randn(2, 7, 12, generator=g)
+    keep = torch.ones(2, 7, dtype=torch.bool)
+    keep[1, 4:] = False
+    with torch.no_grad():
+        want = attn(y, memory, mask=keep[:, None, None, :], need_weights=True)[1]
+        got = fn(y, memory, attn, keep)
+    if tuple(got.shape) != (2, 3, 5, 7):
+        raise AssertionError(f"weights should have shape (B, H, T, S) = (2, 3, 5, 7), got {tuple(got.shape)}")
+    if not torch.allclose(got, want, atol=1e-5):
+        raise AssertionError("values differ. Hints: queries from y, keys from memory; scale by sqrt(D) with "
+                             "D = C // H; padding (keep False) gets -inf before the softmax over S.")
+    print("Correct: your cross-attention weights match MultiHeadAttention's.")
+    return True

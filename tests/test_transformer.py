@@ -1,0 +1,178 @@
+"""book.transformer.Transformer: equal to nn.Transformer with copied weights; cached greedy == uncached; bad input."""
+import pytest
+import torch
+import torch.nn as nn
+from torch.testing import assert_close
+
+from book.generate import greedy_translate
+from book.transformer import Transformer, TransformerConfig
+
+B, S, T, C, H, F, L, V_SRC, V_TGT = 2, 7, 5, 24, 3, 40, 2, 11, 13   # all distinct, T > 1
+
+
+def _copy_attention(mine, ref: nn.MultiheadAttention) -> None:
+    ref.in_proj_weight.copy_(torch.cat([mine.q_proj.weight, mine.k_proj.weight, mine.v_proj.weight]))
+    ref.in_proj_bias.copy_(torch.cat([mine.q_proj.bias, mine.k_proj.bias, mine.v_proj.bias]))
+    ref.out_proj.weight.copy_(mine.out_proj.weight)
+    ref.out_proj.bias.copy_(mine.out_proj.bias)
+
+
+def _copy_norm(mine, ref) -> None:
+    ref.weight.copy_(mine.weight)
+    ref.bias.copy_(mine.bias)
+
+
+def torch_twin(model: Transformer) -> nn.Transformer:
+    """nn.Transformer (ReLU, no dropout, batch first) holding our model's encoder/decoder weights."""
+    c = model.config
+    ref = nn.Transformer(c.d_model, c.n_heads, c.n_layers, c.n_layers, c.d_ff or 4 * c.d_model, dropout=0.0,
+                         batch_first=True, norm_first=c.norm == "pre").eval()
+    with torch.no_grad():
+        for mine, theirs in zip(model.encoder, ref.encoder.layers):
+            _copy_attention(mine.attn, theirs.self_attn)
+            theirs.linear1.load_state_dict(mine.ffn.up.state_dict())
+            theirs.linear2.load_state_dict(mine.ffn.down.state_dict())
+            _copy_norm(mine.ln1, theirs.norm1)
+            _copy_norm(mine.ln2, theirs.norm2)
+        for mine, theirs in zip(model.decoder, ref.decoder.layers):
+            _copy_attention(mine.self_attn, theirs.self_attn)
+            _copy_attention(mine.cross_attn, theirs.multihead_attn)
+            theirs.linear1.load_state_dict(mine.ffn.up.state_dict())
+            theirs.linear2.load_state_dict(mine.ffn.down.state_dict())
+            for a, b in ((mine.ln1, theirs.norm1), (mine.ln2, theirs.norm2), (mine.ln3, theirs.norm3)):
+                _copy_norm(a, b)
+        _copy_norm(model.ln_enc, ref.encoder.norm)
+        _copy_norm(model.ln_dec, ref.decoder.norm)
+    return ref
+
+
+def _model(norm="post", **kw) -> Transformer:
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig(V_SRC, V_TGT, context_len=16, d_model=C, n_heads=H, n_layers=L, d_ff=F,
+                                          norm=norm, **kw)).eval()
+    with torch.no_grad():   # non-trivial norms, so a swapped or missing norm is caught
+        for name, p in model.named_parameters():
+            if "ln" in name:
+                p.uniform_(0.5, 1.5) if name.endswith("weight") else p.uniform_(-0.5, 0.5)
+    return model
+
+
+def _batch(seed=1):
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(3, V_SRC, (B, S), generator=g)
+    src[1, 5:] = 0                                          # the second sentence has two padding tokens
+    return src, torch.randint(1, V_TGT, (B, T), generator=g)
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_equals_torch_transformer(norm):
+    model = _model(norm)
+    ref = torch_twin(model)
+    src, tgt = _batch()
+    keep = src != 0
+    x_src = model.pos(model.src_emb(src) * C ** 0.5)
+    x_tgt = model.pos(model.tgt_emb(tgt) * C ** 0.5)
+    want_memory = ref.encoder(x_src, src_key_padding_mask=~keep)
+    assert_close(model.encode(src), want_memory, atol=1e-5, rtol=1e-5)
+    want = ref(x_src, x_tgt, tgt_mask=nn.Transformer.generate_square_subsequent_mask(T), tgt_is_causal=True,
+               src_key_padding_mask=~keep, memory_key_padding_mask=~keep)   # PyTorch: True = padding
+    got = model(src, tgt)
+    assert got.shape == (B, T, V_TGT)
+    assert_close(got, model.lm_head(want), atol=1e-5, rtol=1e-5)
+
+
+def test_decode_weights_and_cache_equal_full_pass():
+    model = _model()
+    src, tgt = _batch(2)
+    keep = model.src_keep_mask(src)
+    memory = model.encode(src)
+    full, weights = model.decode(tgt, memory, keep, need_weights=True)
+    assert len(weights) == L and weights[0].shape == (B, H, T, S)
+    assert torch.all(weights[1][1, :, :, 5:] == 0)          # padding gets no cross-attention
+    assert_close(weights[0].sum(-1), torch.ones(B, H, T))
+    cache = model.new_cache(B, T)
+    steps = [model.decode(tgt[:, t:t + 1], memory, keep, cache=cache) for t in range(T)]
+    assert cache.length == T
+    assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-5)
+
+
+def test_cached_greedy_equals_uncached_and_reencoded():
+    model = _model()
+    src, _ = _batch(3)
+    ids = greedy_translate(model, src, 9, use_cache=False)
+    assert ids.shape[0] == B and ids.shape[1] <= 9
+    assert torch.equal(greedy_translate(model, src, 9), ids)
+    assert torch.equal(greedy_translate(model, src, 9, reencode=True), ids)
+    ids2, w = greedy_translate(model, src, 9, need_weights=True)
+    assert torch.equal(ids2, ids) and w.shape == (L, B, H, ids.shape[1], S)
+
+
+def test_greedy_stops_at_eos_and_pads_after():
+    model = _model()
+    with torch.no_grad():
+        model.lm_head.weight.zero_()
+        model.lm_head.weight[2] = 0.0
+        model.ln_dec.bias.fill_(1.0)
+        model.lm_head.weight[2, :] = 1.0                    # EOS (id 2) always wins
+    src, _ = _batch(4)
+    ids = greedy_translate(model, src, 6)
+    assert ids.tolist() == [[2], [2]]
+
+
+def test_paper_base_size_counts():
+    cfg = TransformerConfig(37000, 37000, context_len=512, d_model=512, n_heads=8, n_layers=6, d_ff=2048,
+                            share_embeddings=True, tie_output=True)
+    with torch.device("meta"):
+        model = Transformer(cfg)
+    n = sum(p.numel() for p in model.parameters())
+    assert n == 37000 * 512 + 6 * (4 * (512 * 512 + 512) + 2 * 512 * 2048 + 2048 + 512 + 4 * 512) \
+        + 6 * (8 * (512 * 512 + 512) + 2 * 512 * 2048 + 2048 + 512 + 6 * 512) + 4 * 512
+    assert 60e6 < n < 65e6
+
+
+@pytest.mark.parametrize("make, error, match", [
+    (lambda: TransformerConfig(10, 12, share_embeddings=True), ValueError, "one vocabulary"),
+    (lambda: TransformerConfig(10, 10, d_model=30, n_heads=4), ValueError, "divisible"),
+    (lambda: TransformerConfig(10, 10, norm="sandwich"), ValueError, "norm"),
+    (lambda: TransformerConfig(0, 10), ValueError, "src_vocab_size"),
+    (lambda: _model()(torch.zeros(B, S), torch.zeros(B, T, dtype=torch.long)), TypeError, "integer"),
+    (lambda: _model()(torch.full((B, S), V_SRC), torch.ones(B, T, dtype=torch.long)), ValueError, r"\[0, 11\)"),
+    (lambda: _model()(torch.ones(B, 17, dtype=torch.long), torch.ones(B, T, dtype=torch.long)), ValueError,
+     "context_len"),
+    (lambda: _model()(torch.ones(B, S, dtype=torch.long), torch.ones(3, T, dtype=torch.long)), ValueError,
+     "batch size"),
+    (lambda: _model()(torch.zeros(B, S, dtype=torch.long), torch.ones(B, T, dtype=torch.long)), ValueError,
+     "non-padding"),
+    (lambda: _model().decode(torch.ones(B, T, dtype=torch.long), torch.zeros(B, S, C + 1)), ValueError, "memory"),
+    (lambda: _model().decode(torch.ones(B, T, dtype=torch.long), torch.zeros(B, S, C),
+                             torch.ones(B, S)), ValueError, "memory_mask"),
+    (lambda: _model().decode(torch.ones(B, T, dtype=torch.long), torch.zeros(B, S, C),
+                             cache=_model().new_cache(B + 1)), ValueError, "new_cache"),
+    (lambda: greedy_translate(_model(), torch.ones(B, S, dtype=torch.long), 0), ValueError, "max_len"),
+    (lambda: greedy_translate(_model(), torch.ones(B, S), 3), TypeError, "integer"),
+])
+def test_bad_inputs(make, error, match):
+    with pytest.raises(error, match=match):
+        make()
+
+
+def test_package_twin_and_count_and_checkers():
+    from book.transformer import (check_cross_attention, check_transformer_params, to_torch_transformer,
+                                  transformer_params)
+    model = _model()
+    ours, theirs = torch_twin(model), to_torch_transformer(model)
+    for a, b in zip(ours.state_dict().values(), theirs.state_dict().values()):
+        assert torch.equal(a, b)
+    cfg = TransformerConfig(37000, 37000, d_model=64, n_heads=4, n_layers=3, d_ff=96, share_embeddings=True,
+                            tie_output=True)
+    with torch.device("meta"):
+        assert sum(p.numel() for p in Transformer(cfg).parameters()) == transformer_params(37000, 64, 96, 3)
+    assert check_transformer_params(transformer_params)
+    with pytest.raises(AssertionError, match="expected"):
+        check_transformer_params(lambda v, c, f, n: transformer_params(v, c, f, n) - 1)
+
+    def weights(y, memory, attn, keep):
+        return attn(y, memory, mask=keep[:, None, None, :], need_weights=True)[1]
+    assert check_cross_attention(weights)
+    with pytest.raises(AssertionError, match="differ"):
+        check_cross_attention(lambda y, m, a, k: weights(y, m, a, torch.ones_like(k)))
