@@ -215,6 +215,7 @@ _WRONG_ANSWERS = textwrap.dedent("""
     from book.rnn import check_lstm_step
     from book.seq2seq import check_general_score
     from book.train import check_bits_per_char
+    from book.transformer import check_cross_attention, check_transformer_params
 
     if not sys.flags.optimize:
         sys.exit("not running under -O")
@@ -229,6 +230,9 @@ _WRONG_ANSWERS = textwrap.dedent("""
         "check_lstm_step": (check_lstm_step, lambda x, h, c, *weights: (h, c)),
         "check_general_score": (check_general_score, lambda s, H, W: 2 * torch.einsum("bd,de,bse->bs", s, W, H)),
         "check_bits_per_char": (check_bits_per_char, lambda p: -p.log().mean()),
+        "check_transformer_params": (check_transformer_params, lambda v, c, f, n: v * c),
+        "check_cross_attention": (check_cross_attention,
+                                  lambda y, m, a, k: a(y, m, need_weights=True)[1]),   # padding not masked
     }
     accepted = []
     for name, (check, answer) in wrong.items():
@@ -249,7 +253,7 @@ def test_checkers_reject_wrong_answers_under_python_O():
     res = subprocess.run([sys.executable, "-O", "-c", _WRONG_ANSWERS], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "all 10 checkers rejected their wrong answer" in res.stdout
+    assert "all 12 checkers rejected their wrong answer" in res.stdout
     assert "rejected check_lstm_step: c' differs" in res.stdout
     assert "rejected check_general_score: shape is right but values differ" in res.stdout
 
