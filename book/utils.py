@@ -15,7 +15,7 @@ from typing import Iterator, Optional, Sequence
 import numpy as np
 import torch
 
-__all__ = ["get_device", "seed_everything", "check_shape", "count_params", "timed", "glue", "gpu_scale",
+__all__ = ["check_config", "get_device", "seed_everything", "check_shape", "count_params", "timed", "glue", "gpu_scale",
            "step_budget", "smoke_run", "claim", "set_threads", "train_step"]
 
 _DEVICES = ("cuda", "mps", "cpu")
@@ -223,3 +223,22 @@ def train_step(optimizer: torch.optim.Optimizer, loss: torch.Tensor, parameters=
         torch.nn.utils.clip_grad_norm_(parameters, grad_clip)
     optimizer.step()
     return loss.item()
+
+
+def check_config(config, positive: Sequence[str], optional_positive: Sequence[str] = (), divides=None) -> None:
+    """Validate a model config's fields with clear messages: names in `positive` must be positive ints, those in
+    `optional_positive` positive ints or None, `config.dropout` (if any) in [0, 1); divides = (a, b): b % a == 0."""
+    for name in [*positive, *optional_positive]:
+        v = getattr(config, name)
+        if v is None and name in optional_positive:
+            continue
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            extra = " or None" if name in optional_positive else ""
+            raise ValueError(f"{name} must be a positive int{extra}, got {v!r}")
+    if divides is not None:
+        a, b = divides
+        if getattr(config, b) % getattr(config, a):
+            raise ValueError(f"{b} must be divisible by {a}, got {getattr(config, b)} and {getattr(config, a)}")
+    p = getattr(config, "dropout", 0.0)
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p < 1:
+        raise ValueError(f"dropout must lie in [0, 1), got {p!r}")

@@ -211,6 +211,7 @@ _WRONG_ANSWERS = textwrap.dedent("""
     from book.layers import check_kv_cache_bytes
     from book.layers import check_multi_head, check_rms_norm
     from book.ngram import check_ngram_log_prob
+    from book.objectives import check_mask_tokens, mask_tokens
     from book.positional import check_shift_matrix
     from book.rnn import check_lstm_step
     from book.seq2seq import check_general_score
@@ -231,6 +232,9 @@ _WRONG_ANSWERS = textwrap.dedent("""
         "check_general_score": (check_general_score, lambda s, H, W: 2 * torch.einsum("bd,de,bse->bs", s, W, H)),
         "check_bits_per_char": (check_bits_per_char, lambda p: -p.log().mean()),
         "check_transformer_params": (check_transformer_params, lambda v, c, f, n: v * c),
+        "check_mask_tokens": (check_mask_tokens,   # every chosen position becomes [MASK]: no 10 % / 10 %
+                              lambda ids, vocab, g: mask_tokens(ids, vocab, mask_frac=0.99, random_frac=0.0,
+                                                                generator=g)[:2]),
         "check_cross_attention": (check_cross_attention,
                                   lambda y, m, a, k: a(y, m, need_weights=True)[1]),   # padding not masked
     }
@@ -253,7 +257,7 @@ def test_checkers_reject_wrong_answers_under_python_O():
     res = subprocess.run([sys.executable, "-O", "-c", _WRONG_ANSWERS], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "all 12 checkers rejected their wrong answer" in res.stdout
+    assert "all 13 checkers rejected their wrong answer" in res.stdout
     assert "rejected check_lstm_step: c' differs" in res.stdout
     assert "rejected check_general_score: shape is right but values differ" in res.stdout
 

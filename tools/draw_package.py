@@ -16,10 +16,10 @@ PACKAGE = ROOT / "book"
 
 # lowest first; the names say what each layer is for
 LAYERS = [
-    ("foundations", ["utils", "data", "tokenizers", "tasks", "plots"]),
+    ("foundations", ["utils", "data", "tokenizers", "tasks", "objectives", "plots"]),
     ("maths and counts", ["attention", "positional", "ngram", "widgets"]),
     ("modules and blocks", ["layers", "rnn"]),
-    ("models", ["models", "seq2seq", "transformer"]),
+    ("models", ["models", "bert", "seq2seq", "transformer"]),
     ("generation and training", ["generate", "train"]),
 ]
 
@@ -61,16 +61,17 @@ def draw(path: Path) -> Path:
     from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
     graph, pos = imports(), {}
-    fig = Figure(figsize=(10, 5.2))
+    width = 2.4 + 1.45 * max(len(mods) for _, mods in LAYERS)
+    fig = Figure(figsize=(width, 5.2))
     ax = fig.add_axes([0, 0, 1, 1])
-    ax.set_xlim(0, 10)
+    ax.set_xlim(0, width)
     ax.set_ylim(-0.2, len(LAYERS) + 0.1)
     ax.axis("off")
     for i, (name, mods) in enumerate(LAYERS):
         y = i + 0.4
         ax.text(0.1, y, name, va="center", ha="left", fontsize=10, color="#555555", style="italic")
         for j, m in enumerate(mods):
-            x = 2.4 + j * 1.6
+            x = 2.4 + j * 1.45
             pos[m] = (x, y)
             ax.add_patch(FancyBboxPatch((x - 0.6, y - 0.2), 1.2, 0.4, boxstyle="round,pad=0.02",
                                         fc="#e8f0fe", ec="#3367d6", lw=1.2))
@@ -80,7 +81,7 @@ def draw(path: Path) -> Path:
             (x0, y0), (x1, y1) = pos[m], pos[d]
             ax.add_patch(FancyArrowPatch((x0, y0 - 0.2), (x1, y1 + 0.2), arrowstyle="-|>", mutation_scale=10,
                                          color="#888888", lw=0.9, connectionstyle="arc3,rad=0.08"))
-    ax.text(5, -0.1, "an arrow A -> B: module A imports module B; every arrow points down a layer",
+    ax.text(width / 2, -0.1, "an arrow A -> B: module A imports module B; every arrow points down a layer",
             ha="center", fontsize=9, color="#555555")
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=160, metadata={"Software": None})
