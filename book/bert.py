@@ -34,10 +34,13 @@ class EncoderConfig:
     n_layers: int = 2
     d_ff: Optional[int] = None
     dropout: float = 0.0
+    positions: str = "learned"   # as BERT; or "rope": rotate queries and keys (Chapter 5), no position table
 
     def __post_init__(self):
         check_config(self, ["vocab_size", "context_len", "d_model", "n_heads", "n_layers"], ["d_ff"],
                      divides=("n_heads", "d_model"))
+        if self.positions not in ("learned", "rope"):
+            raise ValueError(f"positions must be 'learned' or 'rope', got {self.positions!r}")
 
 
 class BERT(nn.Module):
@@ -51,11 +54,12 @@ class BERT(nn.Module):
         super().__init__()
         self.config = c = config
         self.tok_emb = nn.Embedding(c.vocab_size, c.d_model)
-        self.pos_emb = LearnedPositionalEmbedding(c.d_model, c.context_len)   # Chapter 5
+        rope = c.positions == "rope"
+        self.pos_emb = None if rope else LearnedPositionalEmbedding(c.d_model, c.context_len)   # Chapter 5
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList([
             TransformerBlock(c.d_model, c.n_heads, c.d_ff, norm="pre", causal=False, bias=False, dropout=c.dropout,
-                             activation="gelu") for _ in range(c.n_layers)])
+                             activation="gelu", rope=rope) for _ in range(c.n_layers)])
         self.ln_f = LayerNorm(c.d_model)
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         self.lm_head.weight = self.tok_emb.weight   # tied, as in BERT and our GPT
@@ -85,7 +89,8 @@ class BERT(nn.Module):
             if not keep.any(1).all():
                 raise ValueError("every sequence needs at least one real (keep=True) token")
             mask = keep[:, None, None, :]   # (B, T) -> (B, 1, 1, T): the same keys for every query
-        x = self.drop(self.pos_emb(self.tok_emb(idx)))   # (B, T, C)
+        x = self.tok_emb(idx)   # (B, T, C)
+        x = self.drop(x if self.pos_emb is None else self.pos_emb(x))
         for block in self.blocks:
             x = block(x, mask=mask)
         return self.ln_f(x)

@@ -17,6 +17,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .attention import attention, causal_mask, scaled_dot_product_attention
+from .positional import RotaryEmbedding
 
 __all__ = [
     "MultiHeadAttention",
@@ -100,15 +101,18 @@ class MultiHeadAttention(nn.Module):
     """H heads of scaled dot-product attention in parallel, concatenated, then out_proj. Chapter 6.
 
     x (B, Tq, C), optional context (B, Tk, C) for cross-attention -> out (B, Tq, C);
-    with need_weights=True returns (out, weights (B, H, Tq, Tk)).
+    with need_weights=True returns (out, weights (B, H, Tq, Tk)). rope=True rotates queries and keys by their
+    positions (RoPE, Chapter 5), so scores depend on how far apart two tokens are: self-attention only.
     """
 
-    def __init__(self, d_model: int, n_heads: int, *, bias: bool = False, dropout: float = 0.0):
+    def __init__(self, d_model: int, n_heads: int, *, bias: bool = False, dropout: float = 0.0,
+                 rope: bool = False):
         super().__init__()
         _check_dims(d_model, n_heads)
         _check_dropout(dropout)
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
         self.dropout = dropout
+        self.rotary = RotaryEmbedding(self.d_head) if rope else None
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
         self.k_proj = nn.Linear(d_model, d_model, bias=bias)
         self.v_proj = nn.Linear(d_model, d_model, bias=bias)
@@ -164,6 +168,11 @@ class MultiHeadAttention(nn.Module):
         B, Tq, C = x.shape
         _check_layer_mask(mask, B, self.n_heads, Tq, src.shape[1])
         q, k, v = self._split(self.q_proj(x)), self._split(self.k_proj(src)), self._split(self.v_proj(src))
+        if self.rotary is not None:
+            if context is not None:
+                raise ValueError("rope is for self-attention: queries and keys of cross-attention live on "
+                                 "different sequences, so their distance means nothing")
+            q, k = self.rotary(q), self.rotary(k)   # (B, H, T, D), rotated by position
         out, weights = self._attend(q, k, v, mask, is_causal, need_weights)  # (B, H, Tq, D)
         out = self.out_proj(out.transpose(1, 2).reshape(B, Tq, C))  # (B, H, Tq, D) -> (B, Tq, C)
         return (out, weights) if need_weights else out
@@ -232,8 +241,8 @@ class GroupedQueryAttention(MultiHeadAttention):
     """
 
     def __init__(self, d_model: int, n_heads: int, n_kv_heads: Optional[int] = None, *, bias: bool = False,
-                 dropout: float = 0.0):
-        super().__init__(d_model, n_heads, bias=bias, dropout=dropout)
+                 dropout: float = 0.0, rope: bool = False):
+        super().__init__(d_model, n_heads, bias=bias, dropout=dropout, rope=rope)
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         if not isinstance(n_kv_heads, int) or n_kv_heads < 1 or n_heads % n_kv_heads:
             raise ValueError(f"n_kv_heads must be a positive divisor of n_heads={n_heads}, got {n_kv_heads!r}")
@@ -268,6 +277,9 @@ class GroupedQueryAttention(MultiHeadAttention):
         B, T, C = x.shape
         _check_layer_mask(mask, B, self.n_heads, T, T)
         q, k, v = self._split(self.q_proj(x)), self._split_kv(self.k_proj(x)), self._split_kv(self.v_proj(x))
+        if self.rotary is not None:   # new tokens sit at positions cache.length ..
+            start = 0 if cache is None else cache.length
+            q, k = self.rotary(q, start), self.rotary(k, start)
         if cache is not None:
             if not is_causal or mask is not None:
                 raise ValueError("with a KV cache, call with is_causal=True and no mask")
@@ -361,13 +373,13 @@ class TransformerBlock(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, d_ff: Optional[int] = None, *, norm: str = "pre",
                  causal: bool = True, bias: bool = False, dropout: float = 0.0, residual: bool = True,
-                 use_ffn: bool = True, use_norm: bool = True, activation: str = "gelu"):
+                 use_ffn: bool = True, use_norm: bool = True, activation: str = "gelu", rope: bool = False):
         super().__init__()
         if norm not in _NORMS:
             raise ValueError(f"norm must be one of {_NORMS}, got {norm!r}")
         self.norm, self.causal, self.residual = norm, causal, residual
         self.use_ffn, self.use_norm = use_ffn, use_norm
-        self.attn = MultiHeadAttention(d_model, n_heads, bias=bias, dropout=dropout)
+        self.attn = MultiHeadAttention(d_model, n_heads, bias=bias, dropout=dropout, rope=rope)
         self.ffn = FeedForward(d_model, d_ff, activation, bias=bias, dropout=dropout) if use_ffn else None
         self.ln1 = LayerNorm(d_model) if use_norm else nn.Identity()
         self.ln2 = LayerNorm(d_model) if (use_norm and use_ffn) else nn.Identity()
@@ -408,12 +420,12 @@ class DecoderBlock(nn.Module):
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: Optional[int] = None, *, norm: str = "post",
-                 bias: bool = True, dropout: float = 0.0, activation: str = "relu"):
+                 bias: bool = True, dropout: float = 0.0, activation: str = "relu", rope: bool = False):
         super().__init__()
         if norm not in _NORMS:
             raise ValueError(f"norm must be one of {_NORMS}, got {norm!r}")
         self.norm = norm
-        self.self_attn = GroupedQueryAttention(d_model, n_heads, bias=bias, dropout=dropout)
+        self.self_attn = GroupedQueryAttention(d_model, n_heads, bias=bias, dropout=dropout, rope=rope)
         self.cross_attn = MultiHeadAttention(d_model, n_heads, bias=bias, dropout=dropout)
         self.ffn = FeedForward(d_model, d_ff, activation, bias=bias, dropout=dropout)
         self.ln1, self.ln2, self.ln3 = LayerNorm(d_model), LayerNorm(d_model), LayerNorm(d_model)

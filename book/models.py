@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from .layers import FeedForward, GroupedQueryAttention, KVCache
 from .positional import LearnedPositionalEmbedding
+from .utils import adamw
 
 __all__ = ["GPTConfig", "GPTBlock", "GPT", "lm_loss"]
 
@@ -45,6 +46,7 @@ class GPTConfig:
     dropout: float = 0.0
     bias: bool = False
     tie_weights: bool = True
+    positions: str = "learned"   # or "rope": rotate queries and keys instead (Chapter 5), no position table
 
     def __post_init__(self):
         for name in ("vocab_size", "context_len", "d_model", "n_heads", "n_layers"):
@@ -61,6 +63,8 @@ class GPTConfig:
                              f"(each kv head serves n_heads // n_kv_heads query heads), got {g!r}")
         if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) or not 0 <= self.dropout < 1:
             raise ValueError(f"dropout must lie in [0, 1), got {self.dropout!r}")
+        if self.positions not in ("learned", "rope"):
+            raise ValueError(f"positions must be 'learned' or 'rope', got {self.positions!r}")
 
     @property
     def d_head(self) -> int:
@@ -79,7 +83,7 @@ class GPTBlock(nn.Module):
         super().__init__()
         self.ln1 = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
         self.attn = GroupedQueryAttention(cfg.d_model, cfg.n_heads, cfg.n_kv_heads, bias=cfg.bias,
-                                          dropout=cfg.dropout)
+                                          dropout=cfg.dropout, rope=cfg.positions == "rope")
         self.ln2 = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
         self.ffn = FeedForward(cfg.d_model, cfg.d_ff, bias=cfg.bias, dropout=cfg.dropout)
         self.resid_drop = nn.Dropout(cfg.dropout)
@@ -101,7 +105,8 @@ class GPT(nn.Module):
         super().__init__()
         self.config = c = config
         self.tok_emb = nn.Embedding(c.vocab_size, c.d_model)
-        self.pos_emb = LearnedPositionalEmbedding(c.d_model, c.context_len)   # Chapter 5
+        # Chapter 5: a learned table added to the tokens, or none when every attention rotates by position (RoPE)
+        self.pos_emb = LearnedPositionalEmbedding(c.d_model, c.context_len) if c.positions == "learned" else None
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList([GPTBlock(c) for _ in range(c.n_layers)])
         self.ln_f = nn.LayerNorm(c.d_model, bias=c.bias)
@@ -154,7 +159,9 @@ class GPT(nn.Module):
         except IndexError:  # the CPU kernel's "index out of range in self": say which range
             raise ValueError(f"token ids must lie in [0, vocab_size={self.config.vocab_size}), got ids from "
                              f"{int(idx.min())} to {int(idx.max())}") from None
-        x = self.drop(self.pos_emb(tok, offset=start))  # + positions start .. start+T-1: (B, T, C)
+        if self.pos_emb is not None:
+            tok = self.pos_emb(tok, offset=start)  # + positions start .. start+T-1: (B, T, C)
+        x = self.drop(tok)
         for i, block in enumerate(self.blocks):
             x = block(x, cache, i)
         if cache is not None:
@@ -164,7 +171,4 @@ class GPT(nn.Module):
 
     def optimizer(self, lr: float, weight_decay: float = 0.1, betas=(0.9, 0.99)) -> torch.optim.AdamW:
         """AdamW with weight decay on matrices (dim >= 2) only, not on norms and biases (as nanoGPT)."""
-        params = [p for p in self.parameters() if p.requires_grad]
-        groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
-                  {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
-        return torch.optim.AdamW(groups, lr=lr, betas=betas)
+        return adamw(self, lr, weight_decay, betas)

@@ -163,7 +163,7 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
 class RotaryEmbedding(nn.Module):
     """Rotary position embedding (Su et al. 2021) for queries and keys; no parameters. Chapter 5.
 
-    forward(x, offset=0) == apply(x, offset): x (B, H, T, D) (any (..., T, D)) -> same shape, with the
+    forward(x, offset=0): x (B, H, T, D) (any (..., T, D)) -> same shape, with the
     token at time t rotated as position offset + t (offset = number of cached tokens when decoding
     with a KV cache). Use it on q and k, never on v. `context_len` sizes the cos/sin cache only;
     positions beyond it are computed from the formula.
@@ -192,7 +192,6 @@ class RotaryEmbedding(nn.Module):
         cos, sin = self.cos_sin(x.shape[-2], offset)
         return apply_rotary(x, cos.to(x.device), sin.to(x.device))
 
-    apply = forward
 
 
 def check_shift_matrix(fn: Callable, d_model: int = 8, base: float = 10000.0) -> bool:

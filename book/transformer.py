@@ -54,6 +54,7 @@ class TransformerConfig:
     share_embeddings: bool = False
     tie_output: bool = False
     pad_id: Optional[int] = 0
+    positions: str = "sinusoidal"   # as the paper; or "rope": the self-attentions rotate q and k (Chapter 5)
 
     def __post_init__(self):
         for name in ("src_vocab_size", "tgt_vocab_size", "context_len", "d_model", "n_heads", "n_layers"):
@@ -66,6 +67,8 @@ class TransformerConfig:
             raise ValueError(f"norm must be 'post' (the paper) or 'pre', got {self.norm!r}")
         if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) or not 0 <= self.dropout < 1:
             raise ValueError(f"dropout must lie in [0, 1), got {self.dropout!r}")
+        if self.positions not in ("sinusoidal", "rope"):
+            raise ValueError(f"positions must be 'sinusoidal' or 'rope', got {self.positions!r}")
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError(f"share_embeddings needs one vocabulary, got src_vocab_size={self.src_vocab_size} "
                              f"and tgt_vocab_size={self.tgt_vocab_size}")
@@ -102,14 +105,15 @@ class Transformer(nn.Module):
         self.config = c = config
         self.src_emb = nn.Embedding(c.src_vocab_size, c.d_model)
         self.tgt_emb = self.src_emb if c.share_embeddings else nn.Embedding(c.tgt_vocab_size, c.d_model)
-        self.pos = SinusoidalPositionalEncoding(c.d_model, c.context_len)   # Chapter 5
+        rope = c.positions == "rope"   # then no position vectors are added; cross-attention has no positions
+        self.pos = None if rope else SinusoidalPositionalEncoding(c.d_model, c.context_len)   # Chapter 5
         self.drop = nn.Dropout(c.dropout)
         self.encoder = nn.ModuleList([
             TransformerBlock(c.d_model, c.n_heads, c.d_ff, norm=c.norm, causal=False, bias=True,
-                             dropout=c.dropout, activation="relu") for _ in range(c.n_layers)])
+                             dropout=c.dropout, activation="relu", rope=rope) for _ in range(c.n_layers)])
         self.decoder = nn.ModuleList([
             DecoderBlock(c.d_model, c.n_heads, c.d_ff, norm=c.norm, bias=True, dropout=c.dropout,
-                         activation="relu") for _ in range(c.n_layers)])
+                         activation="relu", rope=rope) for _ in range(c.n_layers)])
         self.ln_enc, self.ln_dec = LayerNorm(c.d_model), LayerNorm(c.d_model)
         self.lm_head = nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
         for name, p in self.named_parameters():
@@ -122,7 +126,7 @@ class Transformer(nn.Module):
 
     def _embed(self, emb: nn.Embedding, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
         x = emb(ids) * math.sqrt(self.config.d_model)   # (B, T) -> (B, T, C), scaled as in the paper
-        return self.drop(self.pos(x, offset=offset))
+        return self.drop(x if self.pos is None else self.pos(x, offset=offset))
 
     def src_keep_mask(self, src: torch.Tensor) -> Optional[torch.Tensor]:
         """(B, S) True at real source tokens (may be attended to); None when config.pad_id is None."""

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 __all__ = ["check_config", "get_device", "seed_everything", "check_shape", "count_params", "timed", "glue", "gpu_scale",
-           "step_budget", "smoke_run", "claim", "set_threads", "train_step"]
+           "step_budget", "smoke_run", "claim", "set_threads", "train_step", "adamw"]
 
 _DEVICES = ("cuda", "mps", "cpu")
 
@@ -223,6 +223,14 @@ def train_step(optimizer: torch.optim.Optimizer, loss: torch.Tensor, parameters=
         torch.nn.utils.clip_grad_norm_(parameters, grad_clip)
     optimizer.step()
     return loss.item()
+
+
+def adamw(model: torch.nn.Module, lr: float, weight_decay: float = 0.1, betas=(0.9, 0.99)) -> torch.optim.AdamW:
+    """AdamW with weight decay on matrices (dim >= 2) only, not on norms and biases (as nanoGPT). Chapter 7."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=lr, betas=betas)
 
 
 def check_config(config, positive: Sequence[str], optional_positive: Sequence[str] = (), divides=None) -> None:

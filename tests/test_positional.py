@@ -117,7 +117,7 @@ def test_rotary_module_matches_matrices_and_preserves_norms():
     torch.testing.assert_close(y.norm(dim=-1), x.norm(dim=-1))
     for t in range(T):
         torch.testing.assert_close(y[:, :, t], x[:, :, t] @ rope_rotation_matrix(t, D).float().T)
-    torch.testing.assert_close(rope.apply(x), y)
+    torch.testing.assert_close(rope(x), y)
     assert len(list(rope.parameters())) == 0 and not rope.state_dict()
 
 
