@@ -21,6 +21,7 @@ LAYERS = [
     ("modules and blocks", ["layers", "rnn"]),
     ("models", ["models", "bert", "seq2seq", "transformer"]),
     ("generation and training", ["generate", "train"]),
+    ("pre-training and fine-tuning", ["pretrain"]),
 ]
 
 

@@ -1,0 +1,270 @@
+"""One architecture, three ways to pre-train it, and what each result can do. Chapter 9.
+
+The three families of the book, trained on the same windows of characters with their own objective
+(book.objectives):
+  "bert"  an encoder (book.bert.BERT) with masked language modelling: the loss at the 15 % chosen positions;
+  "gpt"   a decoder (book.models.GPT) with causal language modelling: the loss at every position;
+  "t5"    an encoder-decoder (book.transformer.Transformer): the encoder reads the window with each dropped span
+          replaced by a sentinel, the decoder writes the spans.
+Then: fill a one-character blank (fill_blank), score a continuation (continuation_bits), write text (write),
+and fine-tune a GPT on instructions with the loss on the answers only (instruction_batch, finetune).
+Shape legend (batch first): B batch, T window length (context_len), P prompt length, V vocab (PretrainVocab.size).
+"""
+from __future__ import annotations
+
+import math
+import re
+import time
+from typing import Callable, Iterable, List, Optional, Sequence, Tuple
+
+import torch
+import torch.nn.functional as F
+
+from .data import get_batch
+from .generate import sample_next
+from .objectives import IGNORE, PretrainVocab, mask_tokens, span_corrupt
+from .train import History, warmup_cosine
+from .utils import adamw, step_budget, train_step
+
+__all__ = ["FAMILIES", "objective_loss", "pretrain", "fill_blank", "continuation_bits", "write",
+           "word_rate", "instruction_batch", "finetune", "answer"]
+
+FAMILIES = ("bert", "gpt", "t5")
+
+
+def _check_family(family: str) -> None:
+    if family not in FAMILIES:
+        raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
+
+
+def _lm_ce(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.reshape(-1), ignore_index=IGNORE)
+
+
+def objective_loss(model, family: str, windows: torch.Tensor, vocab: PretrainVocab,
+                   generator: Optional[torch.Generator] = None, loss_fraction: float = 1.0):
+    """-> (mean cross-entropy in nats, number of positions that carried a loss) on windows (B, T + 1).
+
+    gpt reads windows[:, :-1] and predicts windows[:, 1:]; bert and t5 use windows[:, :-1], the same T characters.
+    loss_fraction < 1 (gpt only) keeps the loss at a random fraction of the positions, as sparse as MLM's.
+    """
+    _check_family(family)
+    if not 0 < loss_fraction <= 1:
+        raise ValueError(f"loss_fraction must lie in (0, 1], got {loss_fraction}")
+    if loss_fraction < 1 and family != "gpt":
+        raise ValueError("loss_fraction is for the gpt family: bert and t5 choose their positions themselves")
+    x = windows[:, :-1]
+    if family == "gpt":
+        y = windows[:, 1:].clone()
+        if loss_fraction < 1:
+            drop = torch.rand(y.shape, generator=generator, device=y.device) >= loss_fraction
+            y[drop] = IGNORE
+        return _lm_ce(model(x), y), int((y != IGNORE).sum())
+    if family == "bert":
+        batch = mask_tokens(x, vocab, generator=generator)
+        return _lm_ce(model(batch.inputs), batch.labels), int((batch.labels != IGNORE).sum())
+    batch = span_corrupt(x, vocab, generator=generator)
+    return _lm_ce(model(batch.enc_in, batch.dec_in), batch.dec_out), batch.dec_out.numel()
+
+
+def pretrain(model, family: str, train_data: torch.Tensor, vocab: PretrainVocab, *, steps: int,
+             batch_size: int = 32, context_len: int = 64, lr: float = 8e-3, warmup: int = 30, grad_clip: float = 1.0,
+             loss_fraction: float = 1.0, generator: Optional[torch.Generator] = None, device=None,
+             eval_fn: Optional[Callable] = None, eval_every: int = 0, progress: bool = True) -> History:
+    """Pre-train `model` with its family's objective on random windows of `train_data`; return its History.
+
+    Chapter 7's course recipe: AdamW, linear warmup then cosine decay to lr / 10, gradients clipped. Every family
+    reads the same context_len characters a step. History.val holds (step, eval_fn(model)) every eval_every
+    steps and at the end (untimed); History.train_seconds counts the steps only. History.supervised (added here)
+    is the number of positions that carried a loss, summed over training.
+    """
+    from tqdm.auto import tqdm
+
+    _check_family(family)
+    steps = step_budget(steps)
+    generator = generator if generator is not None else torch.Generator().manual_seed(0)
+    opt = adamw(model, lr)
+    hist, hist.supervised = History(), 0
+    model.train()
+    for step in tqdm(range(steps), desc=f"pre-training {family}", disable=not progress, mininterval=1.0):
+        t0 = time.perf_counter()
+        for group in opt.param_groups:
+            group["lr"] = warmup_cosine(step, steps, warmup, lr, lr / 10)
+        x, y = get_batch(train_data, batch_size, context_len, generator)
+        windows = torch.cat([x, y[:, -1:]], dim=1).to(device)               # (B, T + 1)
+        loss, n = objective_loss(model, family, windows, vocab, generator, loss_fraction)
+        hist.train_loss.append(train_step(opt, loss, model.parameters(), grad_clip))
+        hist.train_seconds += time.perf_counter() - t0
+        hist.supervised += n
+        if eval_fn is not None and (step == steps - 1 or (eval_every and (step + 1) % eval_every == 0)):
+            model.eval()
+            hist.val.append((step + 1, eval_fn(model)))
+            model.train()
+    model.eval()
+    return hist
+
+
+def _blank_inputs(family: str, windows: torch.Tensor, pos: int, vocab: PretrainVocab):
+    B, T = windows.shape
+    if not 0 < pos < T - 1:
+        raise ValueError(f"the blank must have context on both sides: pos in [1, {T - 2}], got {pos}")
+    if family == "bert":
+        x = windows.clone()
+        x[:, pos] = vocab.mask
+        return (x,)
+    sentinel = torch.full((B, 1), vocab.sentinel(0), dtype=torch.long, device=windows.device)
+    enc = torch.cat([windows[:, :pos], sentinel, windows[:, pos + 1:]], dim=1)   # one sentinel where the blank is
+    dec = torch.cat([torch.full_like(sentinel, vocab.bos), sentinel], dim=1)    # [BOS] <X0>: the span comes next
+    return enc, dec
+
+
+@torch.no_grad()
+def fill_blank(model, family: str, windows: torch.Tensor, pos: int, vocab: PretrainVocab,
+               candidates: int = 16) -> torch.Tensor:
+    """Guess the character at `pos` of each window (B, T) from both sides -> ids (B,). Chapter 9.
+
+    bert reads [MASK] there; t5 reads a sentinel there and writes the span after it; gpt has no way to read
+    the right side, so it scores its `candidates` likeliest characters (from the left side) by the likelihood
+    of the whole window with each filled in, and picks the best: candidates=1 is its left-only guess.
+    """
+    _check_family(family)
+    n = vocab.n_chars
+    if family == "bert":
+        return model(*_blank_inputs(family, windows, pos, vocab))[:, pos, :n].argmax(-1)
+    if family == "t5":
+        return model(*_blank_inputs(family, windows, pos, vocab))[:, 1, :n].argmax(-1)
+    B, T = windows.shape
+    if not 0 < pos < T - 1 or not 1 <= candidates <= n:
+        raise ValueError(f"need pos in [1, {T - 2}] and candidates in [1, {n}], got {pos} and {candidates}")
+    top = model(windows[:, :pos])[:, -1, :n].topk(candidates, dim=-1).indices        # (B, k) from the left side
+    filled = windows.repeat_interleave(candidates, dim=0)                            # (B * k, T)
+    filled[:, pos] = top.reshape(-1)
+    logp = model(filled[:, :-1]).log_softmax(-1)                                     # (B * k, T - 1, V)
+    score = logp.gather(-1, filled[:, 1:, None])[:, pos - 1:, 0].sum(-1)             # from the blank on
+    return top.gather(1, score.view(B, candidates).argmax(-1, keepdim=True))[:, 0]
+
+
+@torch.no_grad()
+def continuation_bits(model, family: str, windows: torch.Tensor, n_prompt: int, vocab: PretrainVocab) -> float:
+    """Bits per character of windows[:, n_prompt:] given windows[:, :n_prompt] (B, T), left to right.
+
+    gpt: its own next-character probabilities; t5: the encoder reads the prompt and one sentinel, the decoder
+    writes the continuation as that sentinel's span. bert has no left-to-right distribution: ValueError.
+    """
+    _check_family(family)
+    if family == "bert":
+        raise ValueError("an encoder trained with masked LM gives no left-to-right probabilities: bits/char of a "
+                         "continuation are defined for the gpt and t5 families only")
+    B, T = windows.shape
+    if not 0 < n_prompt < T:
+        raise ValueError(f"n_prompt must lie in [1, {T - 1}], got {n_prompt}")
+    target = windows[:, n_prompt:]
+    if family == "gpt":
+        logits = model(windows[:, :-1])[:, n_prompt - 1:]
+    else:
+        sentinel = torch.full((B, 1), vocab.sentinel(0), dtype=torch.long, device=windows.device)
+        dec = torch.cat([torch.full_like(sentinel, vocab.bos), sentinel, target[:, :-1]], dim=1)
+        logits = model(torch.cat([windows[:, :n_prompt], sentinel], dim=1), dec)[:, 1:]
+    return F.cross_entropy(logits.reshape(-1, logits.size(-1)), target.reshape(-1)).item() / math.log(2)
+
+
+def _sample_chars(logits: torch.Tensor, n_chars: int, temperature: float, generator) -> torch.Tensor:
+    return sample_next(logits[:, :n_chars], temperature, generator=generator)   # characters only, never specials
+
+
+@torch.no_grad()
+def write(model, family: str, prompt: torch.Tensor, n_new: int, vocab: PretrainVocab, *,
+          temperature: float = 0.8, generator: Optional[torch.Generator] = None, max_span: int = 8) -> torch.Tensor:
+    """Extend prompt (1, P) by n_new characters, left to right -> (1, P + n_new). Chapter 9.
+
+    gpt samples the next character; bert appends [MASK] and samples what it guesses there ("repeated
+    unmasking"); t5 appends a sentinel and samples that span, up to max_span characters or its next sentinel.
+    """
+    _check_family(family)
+    if prompt.dim() != 2 or prompt.shape[0] != 1:
+        raise ValueError(f"prompt should have shape (1, P), got {tuple(prompt.shape)}")
+    ctx, ids = model.config.context_len, prompt
+    one = lambda i: torch.full((1, 1), i, dtype=torch.long, device=prompt.device)
+    goal = prompt.shape[1] + step_budget(n_new)
+    while ids.shape[1] < goal:
+        if family == "gpt":
+            nxt = _sample_chars(model(ids[:, -ctx:])[:, -1], vocab.n_chars, temperature, generator)[:, None]
+        elif family == "bert":
+            x = torch.cat([ids[:, -(ctx - 1):], one(vocab.mask)], dim=1)
+            nxt = _sample_chars(model(x)[:, -1], vocab.n_chars, temperature, generator)[:, None]
+        else:
+            enc = torch.cat([ids[:, -(ctx - 1):], one(vocab.sentinel(0))], dim=1)
+            memory, dec = model.encode(enc), torch.cat([one(vocab.bos), one(vocab.sentinel(0))], dim=1)
+            for _ in range(max_span):
+                logits = model.decode(dec, memory)[:, -1]
+                if dec.shape[1] > 2 and int(logits.argmax(-1)) >= vocab.n_chars:
+                    break                                   # the span ends where the model writes a special
+                dec = torch.cat([dec, _sample_chars(logits, vocab.n_chars, temperature, generator)[:, None]], 1)
+            nxt = dec[:, 2:]
+        ids = torch.cat([ids, nxt], dim=1)
+    return ids[:, :goal]
+
+
+def word_rate(text: str, known: Iterable[str]) -> float:
+    """Share of the words (letters and apostrophes, lower-cased) in `text` that occur in `known`. Chapter 9."""
+    words = re.findall(r"[a-z']+", text.lower())
+    known = known if isinstance(known, (set, frozenset)) else set(known)
+    return sum(w in known for w in words) / max(1, len(words))
+
+
+def instruction_batch(pairs: Sequence[Tuple[str, str]], encode: Callable, pad_id: int,
+                      context_len: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(prompt, answer) strings -> x (B, T) and targets y (B, T) for a GPT, the loss on the answer only.
+
+    Each row is prompt + answer, right-padded with pad_id; y is IGNORE on the prompt and the padding, so
+    fine-tuning teaches what to answer, not how the prompts are worded. T = the longest row (<= context_len).
+    """
+    rows, labels = [], []
+    for prompt, ans in pairs:
+        p, a = encode(prompt), encode(ans)
+        if len(p) + len(a) - 1 > context_len or not p or not a:
+            raise ValueError(f"prompt + answer must be non-empty and fit context_len={context_len} + 1 tokens, "
+                             f"got {len(p)} + {len(a)}: {prompt!r}")
+        seq = p + a
+        rows.append(seq[:-1])
+        labels.append([IGNORE] * (len(p) - 1) + a)
+    T = max(len(r) for r in rows)
+    x = torch.tensor([r + [pad_id] * (T - len(r)) for r in rows])
+    y = torch.tensor([r + [IGNORE] * (T - len(r)) for r in labels])
+    return x, y
+
+
+def finetune(model, pairs: Sequence[Tuple[str, str]], encode: Callable, pad_id: int, *, steps: int,
+             batch_size: int = 32, lr: float = 1e-3, generator: Optional[torch.Generator] = None,
+             device=None) -> History:
+    """Supervised fine-tuning: AdamW at a constant rate on random batches of (prompt, answer) pairs."""
+    steps = step_budget(steps)
+    generator = generator if generator is not None else torch.Generator().manual_seed(0)
+    opt, hist = adamw(model, lr), History()
+    model.train()
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        pick = torch.randint(len(pairs), (batch_size,), generator=generator).tolist()
+        x, y = instruction_batch([pairs[i] for i in pick], encode, pad_id, model.config.context_len)
+        x, y = x.to(device), y.to(device)
+        hist.train_loss.append(train_step(opt, _lm_ce(model(x), y), model.parameters(), 1.0))
+        hist.train_seconds += time.perf_counter() - t0
+    model.eval()
+    return hist
+
+
+@torch.no_grad()
+def answer(model, prompts: Sequence[str], encode: Callable, decode: Callable, n_chars: int,
+           max_new: int = 8, stop: str = "\n") -> List[str]:
+    """Greedy answers of a GPT to each prompt, up to `stop` or max_new characters (the stop not included)."""
+    out = []
+    device = next(model.parameters()).device
+    for prompt in prompts:
+        ids = torch.tensor([encode(prompt)], device=device)
+        for _ in range(max_new):
+            nxt = model(ids[:, -model.config.context_len:])[:, -1, :n_chars].argmax(-1, keepdim=True)
+            ids = torch.cat([ids, nxt], dim=1)
+            if decode([int(nxt)]) == stop:
+                break
+        out.append(decode(ids[0, len(encode(prompt)):].tolist()).split(stop)[0])
+    return out

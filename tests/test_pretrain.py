@@ -1,0 +1,178 @@
+"""book.pretrain: the three objectives in training, fill-in-the-blank, continuations, writing, SFT."""
+import math
+
+import pytest
+import torch
+
+from book.bert import BERT, EncoderConfig
+from book.models import GPT, GPTConfig
+from book.objectives import IGNORE, PretrainVocab
+from book.pretrain import (answer, continuation_bits, fill_blank, finetune, instruction_batch, objective_loss,
+                           pretrain, word_rate, write)
+from book.transformer import Transformer, TransformerConfig
+
+VOCAB = PretrainVocab(11, n_sentinels=6)
+T = 12
+
+
+def _models():
+    torch.manual_seed(0)
+    kw = dict(context_len=T, d_model=16, n_heads=2, n_layers=1, positions="rope")
+    return {"bert": BERT(EncoderConfig(VOCAB.size, **kw)).eval(), "gpt": GPT(GPTConfig(VOCAB.size, **kw)).eval(),
+            "t5": Transformer(TransformerConfig(VOCAB.size, VOCAB.size, **kw, norm="pre", share_embeddings=True,
+                                                tie_output=True, pad_id=None)).eval()}
+
+
+def _windows(B=4, n=T + 1, seed=0):
+    return torch.randint(0, VOCAB.n_chars, (B, n), generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("family", ["bert", "gpt", "t5"])
+def test_objective_loss_counts_its_positions(family):
+    model = _models()[family]
+    loss, n = objective_loss(model, family, _windows(), VOCAB, torch.Generator().manual_seed(1))
+    assert loss.dim() == 0 and loss.item() > 0
+    if family == "gpt":
+        assert n == 4 * T                               # every position
+    elif family == "t5":
+        assert n == 4 * 5                               # span_layout(12): 2 dropped in 1 span: <X0> c c <X1> [EOS]
+    else:
+        assert 0 <= n <= 4 * T
+
+
+def test_gpt_loss_fraction_keeps_a_share_of_positions():
+    gpt = _models()["gpt"]
+    _, n = objective_loss(gpt, "gpt", _windows(64, seed=3), VOCAB, torch.Generator().manual_seed(2), loss_fraction=0.15)
+    assert 0.08 * 64 * T < n < 0.22 * 64 * T
+    with pytest.raises(ValueError, match="gpt family"):
+        objective_loss(_models()["bert"], "bert", _windows(), VOCAB, loss_fraction=0.5)
+    with pytest.raises(ValueError, match="loss_fraction"):
+        objective_loss(gpt, "gpt", _windows(), VOCAB, loss_fraction=0.0)
+    with pytest.raises(ValueError, match="family"):
+        objective_loss(gpt, "xlnet", _windows(), VOCAB)
+
+
+@pytest.mark.parametrize("family", ["bert", "gpt", "t5"])
+def test_pretrain_lowers_the_loss_and_records_history(family):
+    model = _models()[family]
+    data = torch.arange(400) % 7                        # a periodic text: easy to learn
+    h = pretrain(model, family, data, VOCAB, steps=60, batch_size=8, context_len=T, lr=1e-2, progress=False,
+                 eval_fn=lambda m: 1.0, eval_every=20)
+    assert [s for s, _ in h.val] == [20, 40, 60]
+    assert h.train_seconds > 0 and h.supervised > 0 and not model.training
+    assert sum(h.train_loss[-10:]) / 10 < sum(h.train_loss[:10]) / 10
+
+
+@pytest.mark.parametrize("family", ["bert", "gpt", "t5"])
+def test_fill_blank_returns_characters(family):
+    out = fill_blank(_models()[family], family, _windows(3, T), 5, VOCAB, candidates=4)
+    assert out.shape == (3,) and int(out.max()) < VOCAB.n_chars
+
+
+def test_gpt_fill_blank_scores_the_whole_window():
+    """With every candidate scored, the pick maximises the total log-likelihood of the filled window."""
+    gpt = _models()["gpt"]
+    w = _windows(2, T, seed=4)
+    pick = fill_blank(gpt, "gpt", w, 6, VOCAB, candidates=VOCAB.n_chars)
+
+    def total(row):
+        with torch.no_grad():
+            lp = gpt(row[None, :-1]).log_softmax(-1)
+        return lp[0].gather(-1, row[1:, None]).sum().item()
+
+    for b in range(2):
+        scores = []
+        for c in range(VOCAB.n_chars):
+            row = w[b].clone()
+            row[6] = c
+            scores.append(total(row))
+        assert int(pick[b]) == max(range(VOCAB.n_chars), key=scores.__getitem__)
+    with pytest.raises(ValueError, match="pos"):
+        fill_blank(gpt, "gpt", w, 0, VOCAB)
+
+
+def test_continuation_bits():
+    m = _models()
+    w = _windows(3, T)
+    for family in ("gpt", "t5"):
+        bits = continuation_bits(m[family], family, w, 8, VOCAB)
+        assert 0 < bits < 3 * math.log2(VOCAB.size)
+    with pytest.raises(ValueError, match="left-to-right"):
+        continuation_bits(m["bert"], "bert", w, 8, VOCAB)
+    with pytest.raises(ValueError, match="n_prompt"):
+        continuation_bits(m["gpt"], "gpt", w, T, VOCAB)
+
+
+@pytest.mark.parametrize("family", ["bert", "gpt", "t5"])
+def test_write_extends_by_characters_only(family):
+    prompt = _windows(1, 5)
+    out = write(_models()[family], family, prompt, 20, VOCAB, generator=torch.Generator().manual_seed(0))
+    assert out.shape == (1, 25) and torch.equal(out[:, :5], prompt) and int(out.max()) < VOCAB.n_chars
+    with pytest.raises(ValueError, match=r"\(1, P\)"):
+        write(_models()[family], family, _windows(2, 5), 3, VOCAB)
+
+
+def test_word_rate():
+    assert word_rate("To be, or NOT to be", {"to", "be", "or"}) == pytest.approx(5 / 6)
+    assert word_rate("!!!", {"to"}) == 0.0
+
+
+def test_instruction_batch_puts_the_loss_on_the_answer_only():
+    enc = lambda s: [ord(c) - 96 for c in s]
+    x, y = instruction_batch([("abc", "de"), ("a", "b")], enc, 0, 8)
+    assert x.tolist() == [[1, 2, 3, 4], [1, 0, 0, 0]]
+    assert y.tolist() == [[IGNORE, IGNORE, 4, 5], [2, IGNORE, IGNORE, IGNORE]]
+    with pytest.raises(ValueError, match="context_len"):
+        instruction_batch([("abcdefgh", "ij")], enc, 0, 8)
+
+
+def test_finetune_learns_a_fixed_answer_and_answer_reads_it():
+    torch.manual_seed(0)
+    gpt = GPT(GPTConfig(VOCAB.size, context_len=T, d_model=16, n_heads=2, n_layers=1))
+    enc = lambda s: [int(c) for c in s]
+    dec = lambda ids: "".join(str(i) for i in ids)
+    pairs = [("12", "3"), ("45", "3"), ("67", "3")]
+    h = finetune(gpt, pairs, enc, 10, steps=80, batch_size=8, lr=3e-2)
+    assert len(h.train_loss) == 80 and h.train_loss[-1] < h.train_loss[0]
+    assert answer(gpt, ["12", "89"], enc, dec, n_chars=10, max_new=1, stop="9") == ["3", "3"]
+
+
+# ---- RoPE in the one family (positions="rope"), which chapter 9's three models use --------------------------
+def test_rope_gpt_cache_equals_full_pass():
+    torch.manual_seed(0)
+    gpt = GPT(GPTConfig(VOCAB.size, context_len=T, d_model=16, n_heads=2, n_layers=2, positions="rope")).eval()
+    assert gpt.pos_emb is None
+    ids = _windows(2, 9)
+    with torch.no_grad():
+        full = gpt(ids)
+        cache = gpt.new_cache(2, 9)
+        steps = [gpt(ids[:, :4], cache=cache)] + [gpt(ids[:, t:t + 1], cache=cache) for t in range(4, 9)]
+    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-5)
+
+
+def test_rope_encoder_decoder_cache_equals_full_pass_and_positions_matter():
+    m = _models()["t5"]
+    src, tgt = _windows(2, 7), _windows(2, 6, seed=1)
+    with torch.no_grad():
+        memory = m.encode(src)
+        full = m.decode(tgt, memory)
+        cache = m.new_cache(2, 6)
+        steps = torch.cat([m.decode(tgt[:, t:t + 1], memory, cache=cache) for t in range(6)], 1)
+        swapped = m.encode(src[:, [1, 0, 2, 3, 4, 5, 6]])
+    torch.testing.assert_close(steps, full, atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(swapped[:, 2:], memory[:, 2:])     # order reaches every position through RoPE
+
+
+def test_rope_options_are_checked():
+    from book.layers import MultiHeadAttention
+    with pytest.raises(ValueError, match="positions"):
+        GPTConfig(10, positions="alibi")
+    with pytest.raises(ValueError, match="positions"):
+        EncoderConfig(10, positions="sinusoidal")
+    with pytest.raises(ValueError, match="positions"):
+        TransformerConfig(10, 10, positions="learned")
+    attn = MultiHeadAttention(8, 2, rope=True)
+    with pytest.raises(ValueError, match="self-attention"):
+        attn(torch.randn(1, 3, 8), torch.randn(1, 4, 8))
+    bert = _models()["bert"]
+    assert bert.pos_emb is None and bert(_windows(2, T)).shape == (2, T, VOCAB.size)
