@@ -26,7 +26,7 @@ from .objectives import IGNORE, PretrainVocab, mask_tokens, span_corrupt
 from .train import History, warmup_cosine
 from .utils import adamw, step_budget, train_step
 
-__all__ = ["FAMILIES", "objective_loss", "pretrain", "fill_blank", "continuation_bits", "write",
+__all__ = ["FAMILIES", "objective_loss", "pretrain", "quote_windows", "fill_blank", "continuation_bits", "write",
            "word_rate", "instruction_batch", "finetune", "answer"]
 
 FAMILIES = ("bert", "gpt", "t5")
@@ -70,7 +70,8 @@ def objective_loss(model, family: str, windows: torch.Tensor, vocab: PretrainVoc
 def pretrain(model, family: str, train_data: torch.Tensor, vocab: PretrainVocab, *, steps: int,
              batch_size: int = 32, context_len: int = 64, lr: float = 8e-3, warmup: int = 30, grad_clip: float = 1.0,
              loss_fraction: float = 1.0, generator: Optional[torch.Generator] = None, device=None,
-             eval_fn: Optional[Callable] = None, eval_every: int = 0, progress: bool = True) -> History:
+             eval_fn: Optional[Callable] = None, eval_every: int = 0, progress: bool = True,
+             windows_fn: Optional[Callable] = None) -> History:
     """Pre-train `model` with its family's objective on random windows of `train_data`; return its History.
 
     Chapter 7's course recipe: AdamW, linear warmup then cosine decay to lr / 10, gradients clipped. Every family
@@ -90,8 +91,12 @@ def pretrain(model, family: str, train_data: torch.Tensor, vocab: PretrainVocab,
         t0 = time.perf_counter()
         for group in opt.param_groups:
             group["lr"] = warmup_cosine(step, steps, warmup, lr, lr / 10)
-        x, y = get_batch(train_data, batch_size, context_len, generator)
-        windows = torch.cat([x, y[:, -1:]], dim=1).to(device)               # (B, T + 1)
+        if windows_fn is None:
+            x, y = get_batch(train_data, batch_size, context_len, generator)
+            windows = torch.cat([x, y[:, -1:]], dim=1)                       # (B, T + 1)
+        else:
+            windows = windows_fn(generator)
+        windows = windows.to(device)
         loss, n = objective_loss(model, family, windows, vocab, generator, loss_fraction)
         hist.train_loss.append(train_step(opt, loss, model.parameters(), grad_clip))
         hist.train_seconds += time.perf_counter() - t0
@@ -102,6 +107,25 @@ def pretrain(model, family: str, train_data: torch.Tensor, vocab: PretrainVocab,
             model.train()
     model.eval()
     return hist
+
+
+def quote_windows(data: torch.Tensor, batch_size: int, context_len: int, generator: torch.Generator,
+                  min_len: int = 6, max_len: int = 20) -> torch.Tensor:
+    """Windows (B, T + 1) of `data` in which one passage of min_len..max_len tokens, taken from elsewhere in
+    `data`, appears twice at random places (the second after the first): text that quotes itself. Chapter 9."""
+    n = context_len + 1
+    if not 1 <= min_len <= max_len or 2 * max_len + 2 > n:
+        raise ValueError(f"need 1 <= min_len <= max_len and two passages plus a gap in {n} tokens, "
+                         f"got {min_len}..{max_len}")
+    x, y = get_batch(data, batch_size, context_len, generator)
+    w = torch.cat([x, y[:, -1:]], dim=1)
+    rand = lambda lo, hi: int(torch.randint(lo, hi + 1, (1,), generator=generator))
+    for row in w:
+        p = rand(min_len, max_len)
+        first = rand(0, n - 2 * p - 2)
+        second, src = rand(first + p + 2, n - p), rand(0, len(data) - p)
+        row[first:first + p] = row[second:second + p] = data[src:src + p]
+    return w
 
 
 def _blank_inputs(family: str, windows: torch.Tensor, pos: int, vocab: PretrainVocab):

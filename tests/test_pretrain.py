@@ -176,3 +176,18 @@ def test_rope_options_are_checked():
         attn(torch.randn(1, 3, 8), torch.randn(1, 4, 8))
     bert = _models()["bert"]
     assert bert.pos_emb is None and bert(_windows(2, T)).shape == (2, T, VOCAB.size)
+
+
+def test_quote_windows_repeat_one_passage():
+    from book.pretrain import quote_windows
+    data = torch.arange(1000) % 97
+    w = quote_windows(data, 16, 40, torch.Generator().manual_seed(0), min_len=5, max_len=12)
+    assert w.shape == (16, 41)
+    for row in w.tolist():   # some passage of >= 5 tokens occurs twice, without overlap
+        found = any(row[i:i + 5] == row[j:j + 5] for i in range(37) for j in range(i + 5, 37))
+        assert found
+    with pytest.raises(ValueError, match="two passages"):
+        quote_windows(data, 2, 20, torch.Generator(), min_len=5, max_len=10)
+    h = pretrain(_models()["gpt"], "gpt", data, VOCAB, steps=3, batch_size=2, context_len=T, progress=False,
+                 windows_fn=lambda g: quote_windows(data % VOCAB.n_chars, 2, T, g, 2, 4))
+    assert len(h.train_loss) == 3
