@@ -88,6 +88,27 @@ def test_executor_is_idempotent_and_strips_volatile_metadata(tmp_path):
     assert not any("execution" in c.metadata for c in second.cells)
     rows = execute.leaderboard_rows(second)
     assert rows and rows[0]["name"] == "fixture"
+    prose = second.cells[3]
+    assert re.fullmatch(r"The first draw is -?\d\.\d\d\.\n\n<details><summary>Solution</summary>\n\n"
+                        r"It is random\.\n\n</details>", prose.source), prose.source
+    assert prose.metadata["book"]["template"].startswith("The first draw is {glue:text}`fixture_first`.")
+    markdown = [[(c.source, c.metadata) for c in nb.cells if c.cell_type == "markdown"] for nb in (first, second)]
+    assert markdown[0] == markdown[1], "a second run renders the same prose"
+    assert second.cells[4].metadata["tags"] == ["hide-cell"]
+
+
+def test_executor_refuses_a_hand_edited_rendered_cell_before_running(tmp_path):
+    execute = load_executor()
+    path = tmp_path / "tiny_chapter.ipynb"
+    nb = nbformat.read(str(ROOT / "tests" / "fixtures" / "tiny_chapter.ipynb"), as_version=4)
+    nb.cells[1].source = "raise SystemExit('must not run')"
+    nb.cells[2].outputs = [nbformat.v4.new_output("display_data", data={"text/plain": "'1.23'"},
+                                                  metadata={"scrapbook": {"name": "fixture_first"}})]
+    nb.cells[3].metadata["book"] = {"template": "The first draw is {glue:text}`fixture_first`."}
+    nb.cells[3].source = "The first draw is 1.23, edited."   # rendered, then edited by hand
+    nbformat.write(nb, path)
+    with pytest.raises(execute.render.RenderError, match="edited by hand"):
+        execute.execute(path)
 
 
 def test_executor_main_no_write_keeps_files(tmp_path, monkeypatch, capsys):
