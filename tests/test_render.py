@@ -72,6 +72,8 @@ def test_rich_values_are_not_pasted_as_plain_text():
     nb.cells[0].outputs = [glue_output("h", "'x'", **{"text/html": "<b>x</b>"})]
     with pytest.raises(render.RenderError, match="plain-text"):
         render.render_glue("{glue}`h`", render.glue_values(nb))
+    with pytest.raises(render.RenderError, match="no text/markdown"):
+        render.render_glue("{glue:md}`bpc`", VALUES)
 
 
 DROPDOWN = "Question?\n:::{dropdown} Solution\nThe answer, with $x^2$.\n\n- a list\n:::\nNext question."

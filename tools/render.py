@@ -54,6 +54,8 @@ def escape_markdown(text: str) -> str:
 
 def paste(kind: str, body: str, values: dict) -> str:
     """The text myst-nb shows for one role: {glue:text}`name[:format]`, {glue}`name` or {glue:md}`name`."""
+    if kind not in ("", "any", "text", "md"):
+        raise RenderError(f"{{glue:{kind}}}`{body}`: unknown glue role")
     if "::" in body:
         raise RenderError(f"{{glue}}`{body}`: values glued in another notebook cannot be rendered here")
     key, _, spec = body.rpartition(":") if kind == "text" and ":" in body else (body, "", "s")
@@ -61,14 +63,13 @@ def paste(kind: str, body: str, values: dict) -> str:
         raise RenderError(f"{{glue:{kind}}}`{body}`: no code cell glues {key!r} (re-execute the notebook?)")
     data = values[key]
     if kind == "md":
+        if "text/markdown" not in data:
+            raise RenderError(f"{{glue:md}}`{body}`: the value has no text/markdown")
         return data["text/markdown"]
-    if "text/plain" not in data or (kind in ("", "any") and set(data) != {"text/plain"}):
+    if "text/plain" not in data or kind != "text" and set(data) != {"text/plain"}:
         raise RenderError(f"{{glue:{kind}}}`{body}`: only plain-text values can be written into markdown")
-    if kind in ("", "any"):
-        return escape_markdown(data["text/plain"])
-    if kind == "text":
-        return escape_markdown(format_plain_text(data["text/plain"], spec))
-    raise RenderError(f"{{glue:{kind}}}`{body}`: unknown glue role")
+    plain = data["text/plain"]
+    return escape_markdown(format_plain_text(plain, spec) if kind == "text" else plain)
 
 
 def render_glue(template: str, values: dict) -> str:
