@@ -55,6 +55,11 @@ def colab_setup_source(url: str) -> str:
             f"    subprocess.run([sys.executable, \"-m\", \"pip\", \"install\", \"-q\", \"git+{url}@main\"], check=True)")
 
 
+def prose_template(cell) -> str:
+    """The markdown an author wrote for a cell: its MyST template (glue roles; tools/render.py) if stored."""
+    return cell.metadata.get("book", {}).get("template", cell.source)
+
+
 def text_outputs(nb) -> list:
     """Every text output of a notebook (streams and text/* data), in order: what nbval compares."""
     out = []

@@ -9,8 +9,8 @@ import nbformat
 import pytest
 import torch
 
-from nbtools import (CHAPTERS, ROOT, chapter_paths, colab_setup_source, repository_url, scratch_namespace,
-                     text_outputs)
+from nbtools import (CHAPTERS, ROOT, chapter_paths, colab_setup_source, prose_template, repository_url,
+                     scratch_namespace, text_outputs)
 
 CHAPTER_NAMES = ["01_next_token", "02_rnn_limits", "03_bahdanau_attention", "04_self_attention",
                  "05_positional_encoding", "06_multihead_block", "07_training_gpt", "08_encoder_decoder",
@@ -88,6 +88,27 @@ def test_executor_is_idempotent_and_strips_volatile_metadata(tmp_path):
     assert not any("execution" in c.metadata for c in second.cells)
     rows = execute.leaderboard_rows(second)
     assert rows and rows[0]["name"] == "fixture"
+    prose = second.cells[3]
+    assert re.fullmatch(r"The first draw is -?\d\.\d\d\.\n\n<details><summary>Solution</summary>\n\n"
+                        r"It is random\.\n\n</details>", prose.source), prose.source
+    assert prose.metadata["book"]["template"].startswith("The first draw is {glue:text}`fixture_first`.")
+    markdown = [[(c.source, c.metadata) for c in nb.cells if c.cell_type == "markdown"] for nb in (first, second)]
+    assert markdown[0] == markdown[1], "a second run renders the same prose"
+    assert second.cells[4].metadata["tags"] == ["hide-cell"]
+
+
+def test_executor_refuses_a_hand_edited_rendered_cell_before_running(tmp_path):
+    execute = load_executor()
+    path = tmp_path / "tiny_chapter.ipynb"
+    nb = nbformat.read(str(ROOT / "tests" / "fixtures" / "tiny_chapter.ipynb"), as_version=4)
+    nb.cells[1].source = "raise SystemExit('must not run')"
+    nb.cells[2].outputs = [nbformat.v4.new_output("display_data", data={"text/plain": "'1.23'"},
+                                                  metadata={"scrapbook": {"name": "fixture_first"}})]
+    nb.cells[3].metadata["book"] = {"template": "The first draw is {glue:text}`fixture_first`."}
+    nb.cells[3].source = "The first draw is 1.23, edited."   # rendered, then edited by hand
+    nbformat.write(nb, path)
+    with pytest.raises(execute.render.RenderError, match="edited by hand"):
+        execute.execute(path)
 
 
 def test_executor_main_no_write_keeps_files(tmp_path, monkeypatch, capsys):
@@ -152,9 +173,48 @@ def test_glued_values_declare_their_tolerance_and_are_used(path):
     assert not loose, (f"{path.stem}: {loose} declare a tolerance but sit in cells nbval compares exactly: "
                        "tag the cell nbval-ignore-output and check its claim there")
     assert not missing, f"{path.stem}: glued without book.glue's tolerance (re-execute?): {missing}"
-    prose = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    prose = "\n".join(prose_template(c) for c in nb.cells if c.cell_type == "markdown")
     cited = set(re.findall(r"\{glue(?::[a-z]+)?\}`([A-Za-z_0-9]+)", prose))
     assert cited <= set(values), f"{path.stem}: prose cites glue names never glued: {sorted(cited - set(values))}"
+
+
+# ---- the same prose in every reader's tool (tools/render.py) ------------------------------------
+def load_render():
+    return load_executor().render   # the module execute.py itself uses
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
+def test_prose_is_its_template_rendered_with_the_committed_glue(path):
+    """The numbers written into the markdown are exactly the glued ones: the text cannot drift from the code."""
+    render = load_render()
+    nb = nbformat.read(str(path), as_version=4)
+    values = render.glue_values(nb)
+    drifted = [f"cell {i}: {c.source[:60]!r}" for i, c in enumerate(nb.cells) if c.cell_type == "markdown"
+               and c.source != render.render_glue(prose_template(c), values)]
+    assert not drifted, (f"{path.stem}: text differs from its template rendered with the glued values "
+                         f"(run tools/execute.py --render-only):\n" + "\n".join(drifted))
+    assert any("template" in c.metadata.get("book", {}) for c in nb.cells), f"{path.stem}: nothing rendered"
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
+def test_prose_has_no_myst_only_markup(path):
+    """JupyterLab, Colab and GitHub show MyST roles and colon fences raw: only templates may hold them."""
+    nb = nbformat.read(str(path), as_version=4)
+    raw = [f"cell {i}: {m.group()!r}" for i, c in enumerate(nb.cells) if c.cell_type == "markdown"
+           for m in re.finditer(r"\{glue.{0,40}|^.*:::\{.*$", c.source, re.M)]
+    assert not raw, f"{path.stem}: MyST-only markup in the text (run tools/execute.py --render-only): {raw[:5]}"
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
+def test_solution_code_cells_are_hidden_whole(path):
+    """A solution's code and its output are folded away, on the website (hide-cell) and in JupyterLab."""
+    nb = nbformat.read(str(path), as_version=4)
+    solutions = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("# Solution")]
+    assert solutions, f"{path.stem}: no solution code cells"
+    for cell in solutions:
+        tags = cell.metadata.get("tags", [])
+        assert "hide-cell" in tags and "hide-input" not in tags, f"{path.stem}: {cell.source[:40]!r} tags {tags}"
+        assert cell.metadata.get("jupyter") == {"source_hidden": True, "outputs_hidden": True}, cell.source[:40]
 
 
 def test_executor_refuses_to_commit_a_smoke_run(tmp_path, monkeypatch):

@@ -4,9 +4,12 @@
     python tools/execute.py                      # every chapters/*.ipynb
     python tools/execute.py chapters/01_next_token.ipynb
     python tools/execute.py --no-write ...       # run and time only (e.g. on a GPU), keep files
+    python tools/execute.py --render-only ...    # no run: render the prose from the stored glue values
+    python tools/execute.py --templates ...      # no run: put the MyST templates back into the cells, to edit
 
-Stores outputs and ipywidgets state, strips volatile metadata (timestamps), records each
-chapter's wall time in chapters/_generated/runtimes.json and the tables runtimes.md and
+Stores outputs and ipywidgets state, strips volatile metadata (timestamps), renders the prose (glued
+values written into the markdown, the MyST kept as each cell's template, see tools/render.py), records
+each chapter's wall time in chapters/_generated/runtimes.json and the tables runtimes.md and
 leaderboard.md there, that the intro and recap pages include.
 """
 from __future__ import annotations
@@ -21,6 +24,9 @@ from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import render  # noqa: E402  (tools/render.py, next to this file)
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = ROOT / "chapters"
@@ -41,15 +47,29 @@ def strip_volatile(nb) -> None:
 
 
 def execute(path: Path, timeout: int = 900) -> tuple:
-    """Run one notebook top to bottom in a fresh kernel; return (notebook, seconds)."""
+    """Run one notebook top to bottom in a fresh kernel and render its prose; return (notebook, seconds)."""
     nb = nbformat.read(path, as_version=4)
+    rendered_with = render.glue_values(nb)
+    render.check_rendered(nb, rendered_with)   # refused before the run, not after minutes of it
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=False,
                             store_widget_state=True, resources={"metadata": {"path": str(path.parent)}})
     start = time.perf_counter()
     client.execute()
     seconds = time.perf_counter() - start
     strip_volatile(nb)
+    render.render_notebook(nb, rendered_with)
     return nb, seconds
+
+
+def rewrite(path: Path, change) -> bool:
+    """Apply `change` to the stored notebook at `path` (no run); write and return True if it changed."""
+    nb = nbformat.read(path, as_version=4)
+    before = nbformat.writes(nb)
+    change(nb)
+    if nbformat.writes(nb) == before:
+        return False
+    nbformat.write(nb, path)
+    return True
 
 
 def leaderboard_rows(nb) -> list:
@@ -82,9 +102,25 @@ def write_tables(runtimes: dict) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("notebooks", nargs="*", type=Path, help="default: every chapters/*.ipynb")
-    ap.add_argument("--no-write", action="store_true", help="run and time only; keep the files unchanged")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--no-write", action="store_true", help="run and time only; keep the files unchanged")
+    mode.add_argument("--render-only", action="store_true",
+                      help="no run: render the prose from the glue values stored in the outputs")
+    mode.add_argument("--templates", action="store_true",
+                      help="no run: write each markdown cell's MyST template back as its text, for editing")
     ap.add_argument("--timeout", type=int, default=900, help="seconds per cell")
     args = ap.parse_args(argv)
+    paths = args.notebooks or sorted(CHAPTERS.glob("[0-9][0-9]_*.ipynb"))
+    if args.render_only or args.templates:
+        change = render.restore_templates if args.templates else render.render_notebook
+        status = 0
+        for path in paths:
+            try:
+                print(f"{path}: {'rewritten' if rewrite(path, change) else 'unchanged'}", flush=True)
+            except render.RenderError as err:
+                print(f"{path}: {err}", file=sys.stderr)
+                status = 1
+        return status
     partial = {k: os.environ[k] for k in ("BOOK_MAX_STEPS", "BOOK_SCALE", "BOOK_THREADS", "ATEN_CPU_CAPABILITY")
                if os.environ.get(k)}
     if partial and not args.no_write:
@@ -93,7 +129,6 @@ def main(argv=None) -> int:
     shared = ROOT.parent / "shared" / "data"
     if "BOOK_DATA_DIR" not in os.environ and shared.is_dir():
         os.environ["BOOK_DATA_DIR"] = str(shared)
-    paths = args.notebooks or sorted(CHAPTERS.glob("[0-9][0-9]_*.ipynb"))
     import torch
     device = "cuda" if torch.cuda.is_available() and os.environ.get("BOOK_DEVICE", "cuda") == "cuda" else "cpu"
     runtimes = json.loads(RUNTIMES.read_text()) if RUNTIMES.exists() else {}
