@@ -146,7 +146,8 @@ def load_minilm(device=None) -> Tuple[BERT, WordPieces]:
     """all-MiniLM-L6-v2 in book.bert.BERT (eval mode) and its tokenizer. Its lm_head is untrained: use hidden()."""
     path = minilm_dir()
     config = config_from_hf(json.loads((path / "config.json").read_text()))
-    model = BERT(config)
+    with torch.random.fork_rng(devices=[]):   # the random start is overwritten: leave the caller's seed alone
+        model = BERT(config)
     load_bert_weights(model, _need("safetensors.torch").load_file(str(path / "model.safetensors")))
     st = path / "sentence_bert_config.json"   # sentence-transformers' own limit, shorter than the position table
     max_len = json.loads(st.read_text())["max_seq_length"] if st.is_file() else config.context_len

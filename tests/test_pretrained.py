@@ -216,3 +216,11 @@ def test_bad_input_is_refused_with_a_clear_message(minilm, call, exc, fragment):
     with pytest.raises(exc) as err:
         call(*minilm)
     assert fragment in str(err.value)
+
+
+def test_loading_leaves_the_random_stream_alone():
+    torch.manual_seed(3)
+    want = torch.rand(3)
+    torch.manual_seed(3)
+    load_minilm()
+    assert_close(torch.rand(3), want)
