@@ -8,6 +8,11 @@ ids (B, T) -> token embeddings + learned positions -> n_layers blocks of bidirec
 lm_head (tied to the token embedding) -> logits (B, T, V) at every position. Trained with masked language
 modelling (book.objectives.mask_tokens), the logits at a masked position guess the hidden token from both
 sides. The same parts make the GPT (book.models) and the encoder-decoder (book.transformer).
+
+The defaults are the book's own encoder (pre-norm, no biases). Four fields make it the published BERT, so that a
+real checkpoint fits the same class (book.pretrained loads one): norm="post" (LN(x + f(x)) in every block, no final
+LayerNorm), bias=True, embedding_norm=True (a LayerNorm over token + position + token-type embeddings),
+n_token_types=2 (sentence A / B), eps=1e-12.
 """
 from __future__ import annotations
 
@@ -35,19 +40,35 @@ class EncoderConfig:
     d_ff: Optional[int] = None
     dropout: float = 0.0
     positions: str = "learned"   # as BERT; or "rope": rotate queries and keys (Chapter 5), no position table
+    norm: str = "pre"            # "post" as the published BERT
+    bias: bool = False           # True: every Linear has a bias, as the published BERT
+    embedding_norm: bool = False  # True: LayerNorm (and dropout) over the summed embeddings, as BERT
+    n_token_types: int = 0       # BERT's segment embeddings (sentence A = 0, B = 1); 0 = none
+    eps: float = 1e-5            # every LayerNorm's; BERT's checkpoints use 1e-12
 
     def __post_init__(self):
         check_config(self, ["vocab_size", "context_len", "d_model", "n_heads", "n_layers"], ["d_ff"],
                      divides=("n_heads", "d_model"))
         if self.positions not in ("learned", "rope"):
             raise ValueError(f"positions must be 'learned' or 'rope', got {self.positions!r}")
+        if self.norm not in ("pre", "post"):
+            raise ValueError(f"norm must be 'pre' or 'post', got {self.norm!r}")
+        for name in ("bias", "embedding_norm"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        n = self.n_token_types
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise ValueError(f"n_token_types must be an int >= 0 (0 = no token-type embeddings), got {n!r}")
+        if isinstance(self.eps, bool) or not isinstance(self.eps, (int, float)) or not self.eps > 0:
+            raise ValueError(f"eps must be a positive number, got {self.eps!r}")
 
 
 class BERT(nn.Module):
     """Encoder-only Transformer with a masked-LM head. Chapter 9.
 
-    forward(idx (B, T), keep=None) -> logits (B, T, V). keep (B, T) bool, True = a real token that may be
-    attended to (padding False); None: every token is real. No causal mask: position t reads t+1, t+2, ...
+    forward(idx (B, T), keep=None, token_types=None) -> logits (B, T, V). keep (B, T) bool, True = a real token
+    that may be attended to (padding False); None: every token is real. token_types (B, T) ints in
+    [0, n_token_types), None = all 0. No causal mask: position t reads t+1, t+2, ...
     """
 
     def __init__(self, config: EncoderConfig):
@@ -56,20 +77,25 @@ class BERT(nn.Module):
         self.tok_emb = nn.Embedding(c.vocab_size, c.d_model)
         rope = c.positions == "rope"
         self.pos_emb = None if rope else LearnedPositionalEmbedding(c.d_model, c.context_len)   # Chapter 5
+        self.type_emb = nn.Embedding(c.n_token_types, c.d_model) if c.n_token_types else None
+        self.emb_norm = LayerNorm(c.d_model, c.eps) if c.embedding_norm else None
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList([
-            TransformerBlock(c.d_model, c.n_heads, c.d_ff, norm="pre", causal=False, bias=False, dropout=c.dropout,
-                             activation="gelu", rope=rope) for _ in range(c.n_layers)])
-        self.ln_f = LayerNorm(c.d_model)
+            TransformerBlock(c.d_model, c.n_heads, c.d_ff, norm=c.norm, causal=False, bias=c.bias, dropout=c.dropout,
+                             activation="gelu", rope=rope, eps=c.eps) for _ in range(c.n_layers)])
+        # post-norm blocks end in a LayerNorm already; pre-norm ones leave the residual stream unnormalised
+        self.ln_f = LayerNorm(c.d_model, c.eps) if c.norm == "pre" else nn.Identity()
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         self.lm_head.weight = self.tok_emb.weight   # tied, as in BERT and our GPT
         for name, p in self.named_parameters():   # the GPT's initialisation (Chapter 7), so recipes carry over
             if p.dim() > 1:
                 std = 0.02 / (2 * c.n_layers) ** 0.5 if name.endswith(("out_proj.weight", "down.weight")) else 0.02
                 nn.init.normal_(p, mean=0.0, std=std)
+            elif name.endswith("bias"):   # Linear biases start at zero, as BERT's (LayerNorm's already are)
+                nn.init.zeros_(p)
 
-    def hidden(self, idx: torch.Tensor, keep: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """idx (B, T) -> the last layer's normalised states (B, T, C): one contextual vector per token."""
+    def _check_inputs(self, idx: torch.Tensor, keep, token_types) -> Optional[torch.Tensor]:
+        """Raise on bad ids, keep or token_types; -> the attention mask (B, 1, 1, T) from keep, or None."""
         c = self.config
         if not isinstance(idx, torch.Tensor) or idx.dtype.is_floating_point or idx.dtype == torch.bool:
             got = idx.dtype if isinstance(idx, torch.Tensor) else type(idx).__name__
@@ -81,19 +107,57 @@ class BERT(nn.Module):
         if int(idx.min()) < 0 or int(idx.max()) >= c.vocab_size:
             raise ValueError(f"token ids must lie in [0, vocab_size={c.vocab_size}), got ids from "
                              f"{int(idx.min())} to {int(idx.max())}")
-        mask = None
-        if keep is not None:
-            if keep.dtype != torch.bool or keep.shape != idx.shape:
-                raise ValueError(f"keep must be a bool (B, T) = {tuple(idx.shape)} tensor, True = real token, "
-                                 f"got {keep.dtype} {tuple(keep.shape)}")
-            if not keep.any(1).all():
-                raise ValueError("every sequence needs at least one real (keep=True) token")
-            mask = keep[:, None, None, :]   # (B, T) -> (B, 1, 1, T): the same keys for every query
-        x = self.tok_emb(idx)   # (B, T, C)
-        x = self.drop(x if self.pos_emb is None else self.pos_emb(x))
-        for block in self.blocks:
-            x = block(x, mask=mask)
-        return self.ln_f(x)
+        if token_types is not None:
+            _check_token_types(token_types, idx.shape, c.n_token_types)
+        if keep is None:
+            return None
+        if keep.dtype != torch.bool or keep.shape != idx.shape:
+            raise ValueError(f"keep must be a bool (B, T) = {tuple(idx.shape)} tensor, True = real token, "
+                             f"got {keep.dtype} {tuple(keep.shape)}")
+        if not keep.any(1).all():
+            raise ValueError("every sequence needs at least one real (keep=True) token")
+        return keep[:, None, None, :]   # (B, T) -> (B, 1, 1, T): the same keys for every query
 
-    def forward(self, idx: torch.Tensor, keep: Optional[torch.Tensor] = None) -> torch.Tensor:
-        return self.lm_head(self.hidden(idx, keep))   # (B, T, C) -> (B, T, V)
+    def embed(self, idx: torch.Tensor, token_types: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """idx (B, T) -> token + position (+ token-type) embeddings (B, T, C), normalised if embedding_norm."""
+        x = self.tok_emb(idx)   # (B, T, C)
+        if self.pos_emb is not None:
+            x = self.pos_emb(x)
+        if self.type_emb is not None:
+            x = x + self.type_emb(torch.zeros_like(idx) if token_types is None else token_types)
+        if self.emb_norm is not None:
+            x = self.emb_norm(x)
+        return self.drop(x)
+
+    def hidden(self, idx: torch.Tensor, keep: Optional[torch.Tensor] = None,
+               token_types: Optional[torch.Tensor] = None, need_weights: bool = False):
+        """idx (B, T) -> the last layer's states (B, T, C): one contextual vector per token.
+
+        need_weights=True -> (states, [attention weights (B, H, T, T) of each layer]).
+        """
+        mask = self._check_inputs(idx, keep, token_types)
+        x, weights = self.embed(idx, token_types), []
+        for block in self.blocks:
+            x = block(x, mask=mask, need_weights=need_weights)
+            if need_weights:
+                x, w = x
+                weights.append(w)
+        x = self.ln_f(x)
+        return (x, weights) if need_weights else x
+
+    def forward(self, idx: torch.Tensor, keep: Optional[torch.Tensor] = None,
+                token_types: Optional[torch.Tensor] = None) -> torch.Tensor:
+        return self.lm_head(self.hidden(idx, keep, token_types))   # (B, T, C) -> (B, T, V)
+
+
+def _check_token_types(token_types, shape, n_token_types: int) -> None:
+    if n_token_types == 0:
+        raise ValueError("this encoder has no token-type embeddings (n_token_types=0): pass token_types=None")
+    if not isinstance(token_types, torch.Tensor) or token_types.dtype.is_floating_point \
+            or token_types.dtype == torch.bool or token_types.shape != shape:
+        got = (f"{token_types.dtype} {tuple(token_types.shape)}" if isinstance(token_types, torch.Tensor)
+               else type(token_types).__name__)
+        raise ValueError(f"token_types must be an integer tensor of shape {tuple(shape)} like idx, got {got}")
+    if int(token_types.min()) < 0 or int(token_types.max()) >= n_token_types:
+        raise ValueError(f"token_types must lie in [0, n_token_types={n_token_types}), got values from "
+                         f"{int(token_types.min())} to {int(token_types.max())}")

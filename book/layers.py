@@ -367,13 +367,15 @@ class RMSNorm(nn.Module):
 class TransformerBlock(nn.Module):
     """Attention + FFN, each wrapped in a residual connection and LayerNorm (pre or post). Chapter 6.
 
-    x (B, T, C) -> (B, T, C). norm="pre": x + f(LN(x)) (GPT-2); norm="post": LN(x + f(x)) (Vaswani 2017).
-    The flags residual / use_ffn / use_norm switch parts off for the chapter's ablation ladder.
+    x (B, T, C) -> (B, T, C). norm="pre": x + f(LN(x)) (GPT-2); norm="post": LN(x + f(x)) (Vaswani 2017, BERT).
+    The flags residual / use_ffn / use_norm switch parts off for the chapter's ablation ladder; eps is the
+    LayerNorms' (BERT's checkpoints use 1e-12). forward(x, need_weights=True) -> (out, weights (B, H, T, T)).
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: Optional[int] = None, *, norm: str = "pre",
                  causal: bool = True, bias: bool = False, dropout: float = 0.0, residual: bool = True,
-                 use_ffn: bool = True, use_norm: bool = True, activation: str = "gelu", rope: bool = False):
+                 use_ffn: bool = True, use_norm: bool = True, activation: str = "gelu", rope: bool = False,
+                 eps: float = 1e-5):
         super().__init__()
         if norm not in _NORMS:
             raise ValueError(f"norm must be one of {_NORMS}, got {norm!r}")
@@ -381,8 +383,8 @@ class TransformerBlock(nn.Module):
         self.use_ffn, self.use_norm = use_ffn, use_norm
         self.attn = MultiHeadAttention(d_model, n_heads, bias=bias, dropout=dropout, rope=rope)
         self.ffn = FeedForward(d_model, d_ff, activation, bias=bias, dropout=dropout) if use_ffn else None
-        self.ln1 = LayerNorm(d_model) if use_norm else nn.Identity()
-        self.ln2 = LayerNorm(d_model) if (use_norm and use_ffn) else nn.Identity()
+        self.ln1 = LayerNorm(d_model, eps) if use_norm else nn.Identity()
+        self.ln2 = LayerNorm(d_model, eps) if (use_norm and use_ffn) else nn.Identity()
         self.resid_drop = nn.Dropout(dropout)
 
     def _sublayer(self, x: torch.Tensor, f, ln: nn.Module) -> torch.Tensor:
@@ -393,17 +395,26 @@ class TransformerBlock(nn.Module):
         y = self.resid_drop(f(x))
         return ln(x + y if self.residual else y)
 
-    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None, need_weights: bool = False):
         if x.dim() != 3 or x.shape[-1] != self.attn.d_model:
             raise ValueError(f"x should have shape (B, T, {self.attn.d_model}), got {tuple(x.shape)}")
         _check_layer_mask(mask, x.shape[0], self.attn.n_heads, x.shape[1], x.shape[1])
         if mask is not None and self.causal:
             mask = mask & causal_mask(x.shape[1], x.device)  # both: causal and the given mask
         is_causal = self.causal and mask is None
-        x = self._sublayer(x, lambda h: self.attn(h, mask=mask, is_causal=is_causal), self.ln1)
+        weights = []
+
+        def attend(h):
+            out = self.attn(h, mask=mask, is_causal=is_causal, need_weights=need_weights)
+            if need_weights:
+                weights.append(out[1])   # (B, H, T, T)
+                return out[0]
+            return out
+
+        x = self._sublayer(x, attend, self.ln1)
         if self.ffn is not None:
             x = self._sublayer(x, self.ffn, self.ln2)
-        return x
+        return (x, weights[0]) if need_weights else x
 
 
 class DecoderBlock(nn.Module):

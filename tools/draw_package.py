@@ -21,7 +21,7 @@ LAYERS = [
     ("modules and blocks", ["layers", "rnn"]),
     ("models", ["models", "bert", "seq2seq", "transformer"]),
     ("generation and training", ["generate", "train"]),
-    ("pre-training and fine-tuning", ["pretrain"]),
+    ("pre-training and fine-tuning", ["pretrain", "pretrained"]),
 ]
 
 
@@ -62,7 +62,7 @@ def draw(path: Path) -> Path:
     from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
     graph, pos = imports(), {}
-    width = 2.4 + 1.45 * max(len(mods) for _, mods in LAYERS)
+    width = 2.9 + 1.45 * max(len(mods) for _, mods in LAYERS)   # 2.9: room for the longest layer name
     fig = Figure(figsize=(width, 5.2))
     ax = fig.add_axes([0, 0, 1, 1])
     ax.set_xlim(0, width)
@@ -72,7 +72,7 @@ def draw(path: Path) -> Path:
         y = i + 0.4
         ax.text(0.1, y, name, va="center", ha="left", fontsize=10, color="#555555", style="italic")
         for j, m in enumerate(mods):
-            x = 2.4 + j * 1.45
+            x = 2.9 + j * 1.45
             pos[m] = (x, y)
             ax.add_patch(FancyBboxPatch((x - 0.6, y - 0.2), 1.2, 0.4, boxstyle="round,pad=0.02",
                                         fc="#e8f0fe", ec="#3367d6", lw=1.2))

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install everything the course needs on a fresh Debian/Ubuntu machine (idempotent):
-# a virtual environment .venv with requirements.txt (and the `book` package, editable),
+# a virtual environment .venv with requirements.txt (and the `book` package, editable) and, without
+# their declared dependencies, the packages in requirements-nodeps.txt (chapter 9's pretrained weights),
 # headless Chromium for the browser test, and local copies of the website's JS assets.
 #   bash tools/setup.sh            # python + chromium + assets
 #   BOOK_SKIP_BROWSER=1 bash tools/setup.sh   # python only
@@ -12,9 +13,10 @@ if [[ ! -x .venv/bin/python ]]; then
   "$py" -m venv .venv
 fi
 stamp=.venv/.requirements.sha
-want="$(sha256sum requirements.txt pyproject.toml | sha256sum | cut -c1-16)"
+want="$(sha256sum requirements.txt requirements-nodeps.txt pyproject.toml | sha256sum | cut -c1-16)"
 if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
   .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -r requirements-nodeps.txt
   echo "$want" > "$stamp"
 fi
 if [[ "${BOOK_SKIP_BROWSER:-0}" != "1" ]]; then
