@@ -226,3 +226,16 @@ def test_executor_refuses_to_commit_a_smoke_run(tmp_path, monkeypatch):
     with pytest.raises(SystemExit):
         execute.main([str(path)])
     assert path.read_bytes() == src.read_bytes()
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
+def test_percentages_declare_their_tolerance_in_points(path):
+    """tol is compared with the printed number, so a percentage '38%' with tol=0.1 allows 0.1 points: a slip
+    that only a machine rounding differently reveals. A tolerance on a percentage must be at least 1 point."""
+    from nbtools import glued
+
+    nb = nbformat.read(str(path), as_version=4)
+    tiny = [f"{name} = {text} with {spec}" for c in nb.cells if c.cell_type == "code"
+            for name, (text, spec) in glued(c.outputs).items()
+            if text and "%" in text and spec and "tol" in spec and spec["tol"] < 1]
+    assert not tiny, f"{path.stem}: percentages with a tolerance below one point: {tiny}"
