@@ -11,7 +11,7 @@ from typing import Dict, Optional, Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
-__all__ = ["new_figure", "token_labels", "heatmap", "line_plot", "to_png", "SEQUENTIAL", "DIVERGING"]
+__all__ = ["new_figure", "token_labels", "heatmap", "line_plot", "to_png", "display_width", "SEQUENTIAL", "DIVERGING"]
 
 SEQUENTIAL = "viridis"   # one map for weights in [0, 1]
 DIVERGING = "RdBu_r"     # one map for signed values
@@ -19,7 +19,7 @@ DIVERGING = "RdBu_r"     # one map for signed values
 
 def new_figure(figsize=(4.5, 3.2), nrows: int = 1, ncols: int = 1, **kw):
     """(fig, ax) on a pyplot-free Figure; ax is an array when nrows*ncols > 1."""
-    fig = Figure(figsize=figsize, dpi=80, layout="constrained")
+    fig = Figure(figsize=figsize, dpi=SCREEN_DPI, layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=True, **kw)
     return fig, axes
 
@@ -91,11 +91,20 @@ def line_plot(x, series: Dict[str, Sequence[float]], xlabel: str, ylabel: str, t
     return ax.figure
 
 
-def to_png(fig: Figure, dpi: int = 80) -> bytes:
-    """PNG bytes of a figure, small and without software/date metadata."""
+SCREEN_DPI = 80   # a figure's size on the page: figsize (inches) x 80 CSS pixels
+PIXEL_RATIO = 2   # PNGs carry twice as many pixels, so they stay sharp on high-density screens
+
+
+def to_png(fig: Figure, dpi: Optional[int] = None) -> bytes:
+    """PNG bytes of a figure at PIXEL_RATIO x SCREEN_DPI (default), without software/date metadata."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
+    fig.savefig(buf, format="png", dpi=dpi or SCREEN_DPI * PIXEL_RATIO, metadata={"Software": None})
     return buf.getvalue()
+
+
+def display_width(fig: Figure) -> int:
+    """The width in CSS pixels a figure is shown at (its PNG has PIXEL_RATIO times as many)."""
+    return round(fig.get_figwidth() * SCREEN_DPI)
 
 
 def _show_figures_inline() -> bool:
@@ -107,7 +116,9 @@ def _show_figures_inline() -> bool:
     shell = get_ipython()
     if shell is None:
         return False
-    shell.display_formatter.formatters["image/png"].for_type(Figure, to_png)
+    # (data, metadata): the PNG has PIXEL_RATIO x the pixels, shown at its screen width
+    shell.display_formatter.formatters["image/png"].for_type(
+        Figure, lambda fig: (to_png(fig), {"width": display_width(fig)}))
     return True
 
 

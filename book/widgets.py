@@ -7,11 +7,12 @@ then a live kernel swaps the image's bytes when the slider moves.
 """
 from __future__ import annotations
 
+import html
 from typing import Callable, Optional, Sequence, Tuple
 
 import ipywidgets as widgets
 
-from .plots import to_png
+from .plots import display_width, to_png
 
 __all__ = ["slider", "slider2", "has_stack"]
 
@@ -43,15 +44,38 @@ def _check(values: Sequence, default, name: str) -> int:
     return values.index(default)
 
 
+def _render(figs):
+    """PNG bytes and screen widths of the figures (the PNGs are drawn at plots.PIXEL_RATIO x that width)."""
+    return [to_png(f) for f in figs], [display_width(f) for f in figs]
+
+
 def _frames(pngs, width):
-    size = {} if width is None else {"width": width}     # None: the figure's own pixel size
-    return [widgets.Image(value=p, format="png", **size) for p in pngs]
+    """Image widgets; width is one number for all frames, or a list with one per frame."""
+    widths = width if isinstance(width, list) else [width] * len(pngs)
+    return [widgets.Image(value=p, format="png", width=w) for p, w in zip(pngs, widths)]
 
 
 def _control(values, index, description):
+    """The slider, without its own readout: that box is narrow and cuts long values off ("scaled + causa")."""
     options = [(str(v), i) for i, v in enumerate(values)]
-    return widgets.SelectionSlider(options=options, value=index, description=description,
+    return widgets.SelectionSlider(options=options, value=index, description=description, readout=False,
                                    continuous_update=True, style={"description_width": "initial"})
+
+
+def _readout(values, control, index):
+    """The slider's value in full beside it: a Stack of labels jslinked to it (8), or one label the kernel updates (7)."""
+    labels = [widgets.HTML(value=f"<b>{html.escape(str(v))}</b>") for v in values]
+    if has_stack():
+        stack = widgets.Stack(labels, selected_index=index)
+        widgets.jslink((control, "index"), (stack, "selected_index"))
+        return stack
+    label = widgets.HTML(value=labels[index].value)
+    control.observe(lambda change: setattr(label, "value", labels[change["new"]].value), names="index")
+    return label
+
+
+def _row(control, values, index):
+    return widgets.HBox([control, _readout(values, control, index)])
 
 
 def _view(frames, control, index, stack_cls=None):
@@ -73,11 +97,9 @@ def slider(values: Sequence, draw: Callable, *, description: str = "", default=N
     """
     index = _check(values, default, "slider")
     values = list(values)
-    pngs = [to_png(draw(v)) for v in values]
-    if len(pngs) != len(values):  # pragma: no cover - defensive, draw is called once per value
-        raise ValueError("draw must return one figure per value")
+    pngs, widths = _render([draw(v) for v in values])
     control = _control(values, index, description)
-    box = SliderBox([control, _view(_frames(pngs, width), control, index)])
+    box = SliderBox([_row(control, values, index), _view(_frames(pngs, width or widths), control, index)])
     box._book_label = f"{description or 'value'}: {len(values)} frames"
     return box
 
@@ -93,23 +115,25 @@ def slider2(values_a: Sequence, values_b: Sequence, draw: Callable, *,
         raise ValueError(f"{len(values_a)} x {len(values_b)} frames is too many; keep it to {4 * MAX_FRAMES}")
     ctrl_a = _control(values_a, ia, descriptions[0])
     ctrl_b = _control(values_b, ib, descriptions[1])
-    grid = [[to_png(draw(a, b)) for b in values_b] for a in values_a]
+    rendered = [_render([draw(a, b) for b in values_b]) for a in values_a]
+    grid = [pngs for pngs, _ in rendered]
+    widths = [w for _, w in rendered]
     if has_stack():
         inner = []
-        for row in grid:
-            s = widgets.Stack(_frames(row, width), selected_index=ib)
+        for row, row_widths in zip(grid, widths):
+            s = widgets.Stack(_frames(row, width or row_widths), selected_index=ib)
             widgets.jslink((ctrl_b, "index"), (s, "selected_index"))
             inner.append(s)
         outer = widgets.Stack(inner, selected_index=ia)
         widgets.jslink((ctrl_a, "index"), (outer, "selected_index"))
         view = outer
     else:
-        view = _frames([grid[ia][ib]], width)[0]
+        view = _frames([grid[ia][ib]], width or widths[ia][ib])[0]
 
         def update(_change):
             view.value = grid[ctrl_a.index][ctrl_b.index]
         ctrl_a.observe(update, names="index")
         ctrl_b.observe(update, names="index")
-    box = SliderBox([ctrl_a, ctrl_b, view])
+    box = SliderBox([_row(ctrl_a, values_a, ia), _row(ctrl_b, values_b, ib), view])
     box._book_label = f"{descriptions[0] or 'a'} x {descriptions[1] or 'b'}: {len(grid) * len(grid[0])} frames"
     return box

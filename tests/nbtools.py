@@ -3,12 +3,15 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from typing import Optional
 from pathlib import Path
 
 import nbformat
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+from render import is_solution  # noqa: E402  (a solution code cell, as tools/render.py knows it)
 CHAPTERS = ROOT / "chapters"
 
 

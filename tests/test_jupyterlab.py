@@ -17,7 +17,7 @@ import urllib.request
 
 import pytest
 
-from nbtools import CHAPTERS
+from nbtools import CHAPTERS, is_solution
 
 CHAPTER = CHAPTERS / "04_self_attention.ipynb"
 GLUED = "1015.6"   # ch4_var_1024, written into the prose by the render step
@@ -90,5 +90,5 @@ def test_chapter_prose_renders_in_jupyterlab(jupyterlab, chromium):
     assert "{glue" not in prose["text"] and ":::{" not in prose["text"], "raw MyST markup shown in JupyterLab"
     assert GLUED in prose["text"], f"the glued value {GLUED} is not in the rendered prose"
     assert prose["details"] and all(d == [False, "Solution"] for d in prose["details"]), prose["details"]
-    solutions = sum(c.cell_type == "code" and c.source.startswith("# Solution") for c in cells)
+    solutions = sum(c.cell_type == "code" and is_solution(c.source) for c in cells)
     assert prose["hiddenInputs"] >= solutions and prose["hiddenOutputs"] >= solutions, prose

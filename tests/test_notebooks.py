@@ -9,7 +9,7 @@ import nbformat
 import pytest
 import torch
 
-from nbtools import (CHAPTERS, ROOT, chapter_paths, colab_setup_source, prose_template, repository_url,
+from nbtools import (CHAPTERS, ROOT, chapter_paths, colab_setup_source, is_solution, prose_template, repository_url,
                      scratch_namespace, text_outputs)
 
 CHAPTER_NAMES = ["01_next_token", "02_rnn_limits", "03_bahdanau_attention", "04_self_attention",
@@ -209,7 +209,7 @@ def test_prose_has_no_myst_only_markup(path):
 def test_solution_code_cells_are_hidden_whole(path):
     """A solution's code and its output are folded away, on the website (hide-cell) and in JupyterLab."""
     nb = nbformat.read(str(path), as_version=4)
-    solutions = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("# Solution")]
+    solutions = [c for c in nb.cells if c.cell_type == "code" and is_solution(c.source)]
     assert solutions, f"{path.stem}: no solution code cells"
     for cell in solutions:
         tags = cell.metadata.get("tags", [])

@@ -163,6 +163,13 @@ def test_solution_cells_are_hidden_whole_on_the_site_and_in_jupyterlab(source, t
     render.hide_solution(cell)
     assert cell.metadata.get("tags", []) == hidden_tags
     assert cell.metadata.get("jupyter") == jupyter
+    if source.startswith("# Solution"):   # Colab: a form cell, code collapsed; rendering twice changes nothing
+        first = source.splitlines()[0][2:]
+        assert cell.source.splitlines()[0] == f'#@title {first} {{ display-mode: "form" }}'
+        assert cell.source.splitlines()[1:] == source.splitlines()[1:] and render.is_solution(cell.source)
+        again = cell.source
+        render.hide_solution(cell)
+        assert cell.source == again
 
 
 def test_render_only_cli_rewrites_without_a_kernel(tmp_path, capsys):

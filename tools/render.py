@@ -151,11 +151,23 @@ def render_cell(cell, values: dict) -> None:
         cell.metadata["book"] = book
 
 
+COLAB_FORM = '{ display-mode: "form" }'
+
+
+def is_solution(source: str) -> bool:
+    """A solution code cell starts `# Solution` (as written) or `#@title Solution` (as rendered)."""
+    return source.startswith(("# Solution", "#@title Solution"))
+
+
 def hide_solution(cell) -> None:
     """A code cell starting `# Solution` is hidden whole on the website (hide-cell, not just its input),
+    in Colab (its first line becomes `#@title Solution … { display-mode: "form" }`, a collapsed form cell),
     and every hide-* tag collapses the same parts in JupyterLab (metadata.jupyter)."""
     tags = cell.metadata.get("tags", [])
-    if cell.source.startswith("# Solution") and "hide-input" in tags:
+    if cell.cell_type == "code" and cell.source.startswith("# Solution"):
+        first, _, rest = cell.source.partition("\n")
+        cell.source = f"#@title {first[2:].strip()} {COLAB_FORM}" + ("\n" + rest if rest else "")
+    if is_solution(cell.source) and "hide-input" in tags:
         tags = cell.metadata["tags"] = list(dict.fromkeys("hide-cell" if t == "hide-input" else t for t in tags))
     for tag in tags:
         if tag in HIDDEN:
