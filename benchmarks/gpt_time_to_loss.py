@@ -12,7 +12,8 @@ Every chunk ends with the validation loss on the same fixed windows (nanoGPT's e
 draws new random windows each time, which is noisier); the run's time at the first evaluation at
 or below the target is its time to the target. If the baseline never gets there, its whole
 training time is used (which favours the baseline). The last line reads
-    ratio=<course/baseline> course_s=<...> baseline_s=<...> baseline_final_val=<...>
+    ratio=<course/baseline> course_s=<...> baseline_s=<...> baseline_final_val=<...> modern_ratio=<...> modern_s=<...>
+(modern: Chapter 10's recipe, book.train.MODERN_CPU, in the same interleaved race).
 On a CUDA machine it also times nanoGPT's GPU recipe to val 1.47 (printed before the last line).
 Both CPU runs use `--threads` torch threads (default 1: on a shared machine more threads than free
 cores slows every run down many times over). The corpus is found as in book.data (BOOK_DATA_DIR).
@@ -29,7 +30,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from book.data import load_shakespeare, shakespeare_split  # noqa: E402
 from book.tokenizers import CharTokenizer  # noqa: E402
-from book.train import COURSE_CPU, NANOGPT_CPU, NANOGPT_CPU_FINAL_VAL, NANOGPT_GPU, evaluate_lm, race, time_to  # noqa: E402
+from book.train import COURSE_CPU, MODERN_CPU, NANOGPT_CPU, NANOGPT_CPU_FINAL_VAL, NANOGPT_GPU, evaluate_lm, race, time_to  # noqa: E402
 
 TARGET = NANOGPT_CPU_FINAL_VAL  # nanoGPT's CPU recipe after 2000 steps, nats
 GPU_TARGET = 1.47  # nanoGPT's GPU recipe (A100, about 3 minutes)
@@ -91,17 +92,18 @@ def main(argv=None) -> None:
     train_text, val_text = shakespeare_split(text)
     data = (torch.tensor(tok.encode(train_text)), torch.tensor(tok.encode(val_text)), tok.vocab_size)
 
-    base, course = NANOGPT_CPU, COURSE_CPU
+    base, course, modern = NANOGPT_CPU, COURSE_CPU, MODERN_CPU
     if args.quick:
-        base, course = (dataclasses.replace(r, steps=r.steps // 40, warmup=r.warmup // 40) for r in (base, course))
+        base, course, modern = (dataclasses.replace(r, steps=r.steps // 40, warmup=r.warmup // 40)
+                                for r in (base, course, modern))
         args.eval_batches = args.final_batches = 2
     print(f"target val {TARGET} nats | torch threads {torch.get_num_threads()} | "
           f"{args.eval_batches * EVAL_BATCH} fixed validation windows per evaluation")
-    for r in (base, course):
+    for r in (base, course, modern):
         print(f"{r}  -> {r.tokens:,} tokens")
-    runs, curves = run_race([base, course], data, args, stop=(course.name,))
+    runs, curves = run_race([base, course, modern], data, args, stop=(course.name, modern.name))
     finals = [final_val(run, data[1], args.final_batches) for run in runs]
-    base_s, course_s = report(runs, curves, finals, args)
+    base_s, course_s, modern_s = report(runs, curves, finals, args)
 
     if args.ladder:
         print("ladder: the course's changes added one at a time, raced together")
@@ -117,7 +119,7 @@ def main(argv=None) -> None:
               f"{hit[0] if hit else float('nan'):.1f} s (step {hit[1] if hit else '-'}), last val {curve[-1][2]:.4f}")
 
     print(f"ratio={course_s / base_s:.3f} course_s={course_s:.2f} baseline_s={base_s:.2f} "
-          f"baseline_final_val={finals[0]:.4f}")
+          f"baseline_final_val={finals[0]:.4f} modern_ratio={modern_s / base_s:.3f} modern_s={modern_s:.2f}")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 __all__ = [
     "causal_mask",
     "padding_mask",
+    "sliding_window_mask",
     "scaled_dot_product_attention",
     "attention",
     "check_attention",
@@ -35,6 +36,23 @@ def causal_mask(T: int, device=None) -> torch.Tensor:
     if not isinstance(T, int) or isinstance(T, bool) or T < 1:
         raise ValueError(f"T must be a positive int, got {T!r}")
     return torch.ones(T, T, dtype=torch.bool, device=device).tril()
+
+
+def sliding_window_mask(Tq: int, Tk: Optional[int] = None, window: int = 1, start: Optional[int] = None,
+                        device=None) -> torch.Tensor:
+    """(Tq, Tk) bool: query i (at position start + i) may see key j iff 0 <= (start + i) - j < window. Chapter 10.
+
+    Causal attention limited to the `window` latest keys, the query's own included (Mistral, Gemma 2,
+    GPT-OSS). Tk defaults to Tq and start to Tk - Tq (the queries are the last Tq positions)."""
+    Tk = Tq if Tk is None else Tk
+    start = Tk - Tq if start is None else start
+    for name, v in (("Tq", Tq), ("Tk", Tk), ("window", window)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    if start + Tq > Tk or start < 0:
+        raise ValueError(f"queries at positions {start}..{start + Tq - 1} need keys up to there, got Tk={Tk}")
+    gap = (start + torch.arange(Tq, device=device))[:, None] - torch.arange(Tk, device=device)  # (Tq, Tk)
+    return (gap >= 0) & (gap < window)
 
 
 def padding_mask(lengths: torch.Tensor, T: int) -> torch.Tensor:

@@ -16,14 +16,17 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .attention import attention, causal_mask, scaled_dot_product_attention
+from .attention import attention, causal_mask, scaled_dot_product_attention, sliding_window_mask
 from .positional import RotaryEmbedding
 
 __all__ = [
     "MultiHeadAttention",
     "GroupedQueryAttention",
     "KVCache",
+    "Int8KVCache",
+    "quantize_int8",
     "kv_cache_bytes",
+    "swiglu_hidden",
     "FeedForward",
     "LayerNorm",
     "RMSNorm",
@@ -35,7 +38,13 @@ __all__ = [
     "check_kv_cache_bytes",
 ]
 
-_ACTIVATIONS = {"gelu": F.gelu, "relu": F.relu}
+def relu_squared(x: torch.Tensor) -> torch.Tensor:
+    """ReLU(x)^2 (So et al. 2021, Primer; modded-nanoGPT). Chapter 10."""
+    return F.relu(x).square()
+
+
+_ACTIVATIONS = {"gelu": F.gelu, "relu": F.relu, "relu2": relu_squared, "swiglu": F.silu}
+GATED = ("swiglu",)   # activations with a gate: up projects to 2 F, silu(gate) * value
 _NORMS = ("pre", "post")
 
 
@@ -106,13 +115,17 @@ class MultiHeadAttention(nn.Module):
     """
 
     def __init__(self, d_model: int, n_heads: int, *, bias: bool = False, dropout: float = 0.0,
-                 rope: bool = False):
+                 rope: bool = False, qk_norm: bool = False):
         super().__init__()
         _check_dims(d_model, n_heads)
         _check_dropout(dropout)
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
         self.dropout = dropout
         self.rotary = RotaryEmbedding(self.d_head) if rope else None
+        # QK-norm (Dehghani et al. 2023; OLMo 2, Gemma 3): RMSNorm each head's queries and keys, so no score
+        # can grow without bound however large the projections get (Chapter 10)
+        self.q_norm = nn.RMSNorm(self.d_head, eps=1e-6) if qk_norm else None
+        self.k_norm = nn.RMSNorm(self.d_head, eps=1e-6) if qk_norm else None
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
         self.k_proj = nn.Linear(d_model, d_model, bias=bias)
         self.v_proj = nn.Linear(d_model, d_model, bias=bias)
@@ -168,6 +181,8 @@ class MultiHeadAttention(nn.Module):
         B, Tq, C = x.shape
         _check_layer_mask(mask, B, self.n_heads, Tq, src.shape[1])
         q, k, v = self._split(self.q_proj(x)), self._split(self.k_proj(src)), self._split(self.v_proj(src))
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
         if self.rotary is not None:
             if context is not None:
                 raise ValueError("rope is for self-attention: queries and keys of cross-attention live on "
@@ -232,6 +247,52 @@ def kv_cache_bytes(n_layers: int, n_kv_heads: int, d_head: int, context_len: int
     return 2 * n_layers * batch_size * n_kv_heads * context_len * d_head * bytes_per_value
 
 
+def swiglu_hidden(d_model: int, multiple: int = 1) -> int:
+    """F for a SwiGLU FFN with the parameters of a 4C one: 3 C F = 8 C^2, so F = 8C/3 (rounded down to
+    `multiple`; LLaMA uses 256). Chapter 10."""
+    f = 8 * d_model // 3
+    return max(multiple, f // multiple * multiple)
+
+
+def quantize_int8(t: torch.Tensor):
+    """Symmetric INT8 per row of the last dim: (q int8, scale (..., 1) float) with t ~= q * scale. Chapter 10.
+
+    Each key/value vector gets its own scale, max |t| / 127, so one outlier spoils only its own row."""
+    scale = t.abs().amax(dim=-1, keepdim=True).clamp(min=1e-8) / 127.0
+    return torch.round(t / scale).clamp(-127, 127).to(torch.int8), scale
+
+
+class Int8KVCache(KVCache):
+    """A KVCache that stores keys and values as INT8 with one float scale per vector. Chapter 10.
+
+    Same interface as KVCache; update() quantises the new keys/values and returns all of them dequantised.
+    Memory: D bytes + one 2-byte scale per vector instead of 4 D (float32): 3.8x smaller at D = 32.
+    """
+
+    def __init__(self, n_layers: int, batch_size: int, n_kv_heads: int, context_len: int, d_head: int,
+                 dtype=torch.float32, device=None):
+        super().__init__(n_layers, batch_size, n_kv_heads, context_len, d_head, dtype=torch.int8, device=device)
+        shape = self.k.shape[:-1] + (1,)
+        self.dtype = dtype
+        self.k_scale = torch.zeros(shape, dtype=torch.float16, device=device)
+        self.v_scale = torch.zeros(shape, dtype=torch.float16, device=device)
+
+    def update(self, layer: int, k: torch.Tensor, v: torch.Tensor):
+        end = self.length + k.shape[-2]
+        (qk, sk), (qv, sv) = quantize_int8(k), quantize_int8(v)
+        super().update(layer, qk, qv)   # checks shapes and room, stores the int8 values
+        self.k_scale[layer, :, :, self.length:end] = sk.to(torch.float16)
+        self.v_scale[layer, :, :, self.length:end] = sv.to(torch.float16)
+        dq = [(q[layer, :, :, :end].to(self.dtype) * s[layer, :, :, :end].to(self.dtype))
+              for q, s in ((self.k, self.k_scale), (self.v, self.v_scale))]
+        return dq[0], dq[1]
+
+    @property
+    def nbytes(self) -> int:
+        """Memory the cache holds: int8 values plus float16 scales, both tensors, all slots."""
+        return (self.k.numel() + self.k_scale.numel() * 2) * 2
+
+
 class GroupedQueryAttention(MultiHeadAttention):
     """Causal self-attention with H query heads sharing G key/value heads, and an optional KV cache. Chapter 7.
 
@@ -241,8 +302,11 @@ class GroupedQueryAttention(MultiHeadAttention):
     """
 
     def __init__(self, d_model: int, n_heads: int, n_kv_heads: Optional[int] = None, *, bias: bool = False,
-                 dropout: float = 0.0, rope: bool = False):
-        super().__init__(d_model, n_heads, bias=bias, dropout=dropout, rope=rope)
+                 dropout: float = 0.0, rope: bool = False, qk_norm: bool = False, window: Optional[int] = None):
+        super().__init__(d_model, n_heads, bias=bias, dropout=dropout, rope=rope, qk_norm=qk_norm)
+        if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
+            raise ValueError(f"window must be None (full causal attention) or a positive int, got {window!r}")
+        self.window = window   # sliding-window attention: each query sees only its `window` latest keys
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         if not isinstance(n_kv_heads, int) or n_kv_heads < 1 or n_heads % n_kv_heads:
             raise ValueError(f"n_kv_heads must be a positive divisor of n_heads={n_heads}, got {n_kv_heads!r}")
@@ -277,13 +341,21 @@ class GroupedQueryAttention(MultiHeadAttention):
         B, T, C = x.shape
         _check_layer_mask(mask, B, self.n_heads, T, T)
         q, k, v = self._split(self.q_proj(x)), self._split_kv(self.k_proj(x)), self._split_kv(self.v_proj(x))
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        start = 0 if cache is None else cache.length
         if self.rotary is not None:   # new tokens sit at positions cache.length ..
-            start = 0 if cache is None else cache.length
             q, k = self.rotary(q, start), self.rotary(k, start)
         if cache is not None:
             if not is_causal or mask is not None:
                 raise ValueError("with a KV cache, call with is_causal=True and no mask")
             k, v, mask, is_causal = self._extend_cache(k, v, cache, layer)  # k, v (B, G, Tk, D)
+        if self.window is not None:
+            if not is_causal and cache is None:
+                raise ValueError("a sliding window is causal attention: call with is_causal=True")
+            if mask is not None and mask.dim() != 2:
+                raise ValueError("a sliding window combines only with the causal mask, not a custom mask")
+            mask, is_causal = sliding_window_mask(T, k.shape[-2], self.window, start, x.device), False
         groups = self.n_heads // self.n_kv_heads
         if groups > 1:  # each kv head serves `groups` query heads
             k, v = (t.repeat_interleave(groups, dim=1) for t in (k, v))  # (B, G, Tk, D) -> (B, H, Tk, D)
@@ -294,6 +366,9 @@ class GroupedQueryAttention(MultiHeadAttention):
 
 class FeedForward(nn.Module):
     """Position-wise MLP: Linear(C -> F), activation, Linear(F -> C); F = 4C by default. Chapter 6.
+
+    activation="swiglu" (Chapter 10) is gated: silu(x W_gate) * (x W_value), then Linear(F -> C); three
+    C x F matrices instead of two, so F = swiglu_hidden(C) keeps the parameters of the 4C GELU FFN.
 
     x (..., C) -> (..., C). Every position is transformed independently with the same weights.
     """
@@ -309,14 +384,19 @@ class FeedForward(nn.Module):
             raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
         _check_dropout(dropout)
         self.d_model, self.d_ff, self.activation = d_model, d_ff, activation
-        self.up = nn.Linear(d_model, d_ff, bias=bias)
+        # a gated FFN (SwiGLU, Shazeer 2020) projects up twice, to a gate and a value: up holds both, (2F, C)
+        self.up = nn.Linear(d_model, 2 * d_ff if activation in GATED else d_ff, bias=bias)
         self.down = nn.Linear(d_ff, d_model, bias=bias)
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[-1] != self.d_model:
             raise ValueError(f"x should have shape (..., {self.d_model}), got {tuple(x.shape)}")
-        h = _ACTIVATIONS[self.activation](self.up(x))  # (..., C) -> (..., F)
+        if self.activation in GATED:
+            gate, value = self.up(x).chunk(2, dim=-1)  # (..., C) -> (..., F) twice
+            h = _ACTIVATIONS[self.activation](gate) * value
+        else:
+            h = _ACTIVATIONS[self.activation](self.up(x))  # (..., C) -> (..., F)
         return self.drop(self.down(h))  # (..., F) -> (..., C)
 
 

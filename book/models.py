@@ -18,7 +18,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .layers import FeedForward, GroupedQueryAttention, KVCache
+from .layers import FeedForward, GroupedQueryAttention, Int8KVCache, KVCache, swiglu_hidden
 from .positional import LearnedPositionalEmbedding
 from .utils import adamw
 
@@ -47,6 +47,13 @@ class GPTConfig:
     bias: bool = False
     tie_weights: bool = True
     positions: str = "learned"   # or "rope": rotate queries and keys instead (Chapter 5), no position table
+    # Chapter 10: what changed since GPT-2 (the defaults are GPT-2's, so Chapters 7-9 are unchanged)
+    norm: str = "layer"          # or "rms": RMSNorm (LLaMA)
+    activation: str = "gelu"     # or "swiglu" (d_ff defaults to 8C/3: equal parameters) or "relu2"
+    qk_norm: bool = False        # RMSNorm on each head's queries and keys
+    zero_init: bool = False      # output projections of attention and FFN start at zero: every block starts as identity
+    logit_softcap: Optional[float] = None   # logits = cap * tanh(logits / cap) (Gemma 2)
+    window: Optional[int] = None            # sliding-window attention over the `window` latest keys
 
     def __post_init__(self):
         for name in ("vocab_size", "context_len", "d_model", "n_heads", "n_layers"):
@@ -65,10 +72,34 @@ class GPTConfig:
             raise ValueError(f"dropout must lie in [0, 1), got {self.dropout!r}")
         if self.positions not in ("learned", "rope"):
             raise ValueError(f"positions must be 'learned' or 'rope', got {self.positions!r}")
+        if self.norm not in ("layer", "rms"):
+            raise ValueError(f"norm must be 'layer' (LayerNorm) or 'rms' (RMSNorm), got {self.norm!r}")
+        if self.activation not in ("gelu", "swiglu", "relu2"):
+            raise ValueError(f"activation must be 'gelu', 'swiglu' or 'relu2', got {self.activation!r}")
+        cap = self.logit_softcap
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, (int, float)) or not cap > 0):
+            raise ValueError(f"logit_softcap must be None or a positive number, got {cap!r}")
+        w = self.window
+        if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 1):
+            raise ValueError(f"window must be None (full attention) or a positive int, got {w!r}")
 
     @property
     def d_head(self) -> int:
         return self.d_model // self.n_heads
+
+    @property
+    def ffn_hidden(self) -> int:
+        """The FFN's hidden width F: d_ff if given, else 4C (8C/3 for SwiGLU: the same parameters)."""
+        if self.d_ff is not None:
+            return self.d_ff
+        return swiglu_hidden(self.d_model) if self.activation == "swiglu" else 4 * self.d_model
+
+
+def _norm(cfg: GPTConfig) -> nn.Module:
+    """The config's norm: PyTorch's fused nn.LayerNorm or nn.RMSNorm (Chapter 6 checks both against ours)."""
+    if cfg.norm == "rms":
+        return nn.RMSNorm(cfg.d_model, eps=1e-6)
+    return nn.LayerNorm(cfg.d_model, bias=cfg.bias)
 
 
 class GPTBlock(nn.Module):
@@ -81,11 +112,13 @@ class GPTBlock(nn.Module):
 
     def __init__(self, cfg: GPTConfig):
         super().__init__()
-        self.ln1 = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
+        self.ln1 = _norm(cfg)
         self.attn = GroupedQueryAttention(cfg.d_model, cfg.n_heads, cfg.n_kv_heads, bias=cfg.bias,
-                                          dropout=cfg.dropout, rope=cfg.positions == "rope")
-        self.ln2 = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
-        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, bias=cfg.bias, dropout=cfg.dropout)
+                                          dropout=cfg.dropout, rope=cfg.positions == "rope",
+                                          qk_norm=cfg.qk_norm, window=cfg.window)
+        self.ln2 = _norm(cfg)
+        self.ffn = FeedForward(cfg.d_model, cfg.ffn_hidden, activation=cfg.activation, bias=cfg.bias,
+                               dropout=cfg.dropout)
         self.resid_drop = nn.Dropout(cfg.dropout)
 
     def forward(self, x: torch.Tensor, cache: Optional[KVCache] = None, layer: int = 0) -> torch.Tensor:
@@ -109,7 +142,7 @@ class GPT(nn.Module):
         self.pos_emb = LearnedPositionalEmbedding(c.d_model, c.context_len) if c.positions == "learned" else None
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList([GPTBlock(c) for _ in range(c.n_layers)])
-        self.ln_f = nn.LayerNorm(c.d_model, bias=c.bias)
+        self.ln_f = _norm(c)
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         if c.tie_weights:
             self.lm_head.weight = self.tok_emb.weight  # one matrix reads and writes tokens (Press & Wolf 2017)
@@ -117,7 +150,10 @@ class GPT(nn.Module):
         for name, p in self.named_parameters():
             if name.endswith(("attn.out_proj.weight", "ffn.down.weight")):
                 # each block adds two outputs to the residual stream: keep its variance from growing with depth
-                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * c.n_layers))
+                if c.zero_init:
+                    nn.init.zeros_(p)   # modded-nanoGPT: every block starts as the identity
+                else:
+                    nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * c.n_layers))
 
     @staticmethod
     def _init_weights(m: nn.Module) -> None:
@@ -126,10 +162,11 @@ class GPT(nn.Module):
         if isinstance(m, nn.Linear) and m.bias is not None:
             nn.init.zeros_(m.bias)
 
-    def new_cache(self, batch_size: int, context_len: Optional[int] = None) -> KVCache:
-        """An empty KV cache for batch_size sequences of up to context_len (default: the model's) tokens."""
+    def new_cache(self, batch_size: int, context_len: Optional[int] = None, int8: bool = False) -> KVCache:
+        """An empty KV cache for batch_size sequences of up to context_len (default: the model's) tokens;
+        int8=True stores keys and values as INT8 with a scale per vector (Chapter 10)."""
         c, p = self.config, self.lm_head.weight
-        return KVCache(c.n_layers, batch_size, c.n_kv_heads or c.n_heads, context_len or c.context_len, c.d_head,
+        return (Int8KVCache if int8 else KVCache)(c.n_layers, batch_size, c.n_kv_heads or c.n_heads, context_len or c.context_len, c.d_head,
                        dtype=p.dtype, device=p.device)
 
     def _check_cache(self, cache: KVCache, batch_size: int) -> None:
@@ -167,6 +204,9 @@ class GPT(nn.Module):
         if cache is not None:
             cache.advance(T)
         logits = self.lm_head(self.ln_f(x))  # (B, T, C) -> (B, T, V)
+        if self.config.logit_softcap is not None:   # smoothly bounded to (-cap, cap)
+            cap = self.config.logit_softcap
+            logits = cap * torch.tanh(logits / cap)
         return logits if targets is None else (logits, lm_loss(logits, targets))
 
     def optimizer(self, lr: float, weight_decay: float = 0.1, betas=(0.9, 0.99)) -> torch.optim.AdamW:

@@ -163,8 +163,12 @@ def _draw(v, w=None):
 def test_slider_structure_and_link():
     import ipywidgets as ipw
     box = widgets.slider([1, 2, 3], _draw, description="n", default=2)
-    control, stack = box.children
+    row, stack = box.children
+    control, readout = row.children
     assert isinstance(stack, ipw.Stack) and len(stack.children) == 3
+    # the value is shown in full beside the slider (its own readout cut long values off), jslinked like the frames
+    assert not control.readout and [h.value for h in readout.children] == ["<b>1</b>", "<b>2</b>", "<b>3</b>"]
+    assert readout.selected_index == 1
     assert control.index == 1 and stack.selected_index == 1
     assert len({img.value for img in stack.children}) == 3          # three different frames
     assert repr(box) == "<slider n: 3 frames>"
@@ -195,13 +199,15 @@ def test_fallback_without_stack(monkeypatch):
     monkeypatch.delattr(ipw, "Stack")
     assert not widgets.has_stack()
     box = widgets.slider([1, 2, 3], _draw, default=1)
-    control, image = box.children
+    row, image = box.children
+    control, label = row.children
     assert isinstance(image, ipw.Image)
     first = image.value
     control.index = 2
-    assert image.value != first
+    assert image.value != first and label.value == "<b>3</b>"
     box2 = widgets.slider2([1, 2], [1, 3], _draw)
-    ca, cb, image2 = box2.children
+    (ca, _), (cb, _) = (r.children for r in box2.children[:2])
+    image2 = box2.children[2]
     before = image2.value
     cb.index = 1
     assert image2.value != before

@@ -16,7 +16,7 @@ PACKAGE = ROOT / "book"
 
 # lowest first; the names say what each layer is for
 LAYERS = [
-    ("foundations", ["utils", "data", "tokenizers", "tasks", "objectives", "plots"]),
+    ("foundations", ["utils", "data", "tokenizers", "tasks", "objectives", "plots", "optim"]),
     ("maths and counts", ["attention", "positional", "ngram", "widgets", "diagrams"]),
     ("modules and blocks", ["layers", "rnn"]),
     ("models", ["models", "bert", "seq2seq", "transformer"]),

@@ -1,0 +1,121 @@
+"""Chapter 10's package parts: RMSNorm/SwiGLU/ReLU^2/QK-norm/soft-cap options, Muon, WSD, windows, INT8 cache, DDP."""
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from book.attention import sliding_window_mask
+from book.layers import FeedForward, quantize_int8, swiglu_hidden
+from book.models import GPT, GPTConfig
+from book.optim import Muon, newton_schulz
+from book.train import COURSE_CPU, GPTRecipe, RecipeRun, warmup_stable_decay
+from nbtools import ROOT
+
+MODERN = dict(norm="rms", activation="swiglu", positions="rope", qk_norm=True, zero_init=True,
+              logit_softcap=15.0, tie_weights=False)
+
+
+def test_swiglu_at_8c_over_3_has_the_parameters_of_the_4c_gelu_ffn():
+    gelu, swiglu = FeedForward(96), FeedForward(96, swiglu_hidden(96), activation="swiglu")
+    n = [sum(p.numel() for p in m.parameters()) for m in (gelu, swiglu)]
+    assert swiglu_hidden(96) == 256 and n == [2 * 96 * 384, 3 * 96 * 256] and n[0] == n[1]
+    x = torch.randn(2, 5, 96)
+    assert swiglu(x).shape == x.shape and FeedForward(96, activation="relu2")(x).shape == x.shape
+
+
+def test_a_modern_gpt_trains_and_its_cache_equals_the_full_pass():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(65, 32, 64, 4, 2, **MODERN)).eval()
+    x = torch.randint(0, 65, (2, 20))
+    assert model(x, x)[1].item() == pytest.approx(torch.log(torch.tensor(65.0)).item(), abs=0.05)  # zero-init
+    for p in model.parameters():   # away from the zero start, so the cache check means something
+        p.data.add_(0.05 * torch.randn_like(p))
+    full = model(x)
+    cache = model.new_cache(2)
+    torch.testing.assert_close(torch.cat([model(x[:, :7], cache=cache), model(x[:, 7:], cache=cache)], 1), full)
+    assert model(x).abs().max() < 15.0   # soft-capped
+
+
+def test_int8_cache_is_3_8x_smaller_and_close():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(65, 32, 64, 4, 2)).eval()
+    x = torch.randint(0, 65, (1, 24))
+    full, cache = model(x), model.new_cache(1, int8=True)
+    out = torch.cat([model(x[:, :10], cache=cache), model(x[:, 10:], cache=cache)], 1)
+    assert model.new_cache(1).nbytes / cache.nbytes == pytest.approx(4 * 16 / (16 + 2))
+    assert (out - full).abs().max() < 0.05
+    q, s = quantize_int8(torch.tensor([[1.0, -2.0, 0.5]]))
+    assert q.dtype == torch.int8 and q.tolist() == [[64, -127, 32]] and (q * s - torch.tensor([[1.0, -2.0, 0.5]])).abs().max() < 0.01
+
+
+def test_sliding_window_mask_and_window_attention_with_a_cache():
+    m = sliding_window_mask(4, window=2)
+    assert m.int().tolist() == [[1, 0, 0, 0], [1, 1, 0, 0], [0, 1, 1, 0], [0, 0, 1, 1]]
+    assert sliding_window_mask(1, 5, window=2).int().tolist() == [[0, 0, 0, 1, 1]]
+    with pytest.raises(ValueError, match="window must be a positive int"):
+        sliding_window_mask(3, window=0)
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(65, 32, 64, 4, 2, positions="rope", window=4)).eval()
+    x = torch.randint(0, 65, (1, 12))
+    cache = model.new_cache(1)
+    steps = [model(x[:, :5], cache=cache)] + [model(x[:, t:t + 1], cache=cache) for t in range(5, 12)]
+    torch.testing.assert_close(torch.cat(steps, 1), model(x))
+    y = x.clone(); y[0, 0] = (y[0, 0] + 1) % 65   # beyond the window of the last position (2 layers: 2 x 3 back)
+    assert torch.equal(model(x)[0, -1], model(y)[0, -1])
+
+
+def test_newton_schulz_pushes_singular_values_towards_one_and_muon_matches_pytorch():
+    torch.manual_seed(0)
+    g = torch.randn(32, 96) * torch.logspace(-2, 1, 96)
+    s = torch.linalg.svdvals(newton_schulz(g))
+    assert torch.linalg.svdvals(g).max() / torch.linalg.svdvals(g).min() > 10 and 0.6 < s.min() and s.max() < 1.25
+    if not hasattr(torch.optim, "Muon"):
+        pytest.skip("torch.optim.Muon needs PyTorch >= 2.9")
+    a = torch.nn.Parameter(torch.randn(48, 16)); b = torch.nn.Parameter(a.detach().clone())
+    ours, theirs = Muon([a], lr=0.02, weight_decay=0.1), torch.optim.Muon([b], lr=0.02, weight_decay=0.1)
+    for _ in range(4):
+        grad = torch.randn(48, 16)
+        a.grad, b.grad = grad.clone(), grad.clone()
+        ours.step(); theirs.step()
+    assert (a - b).abs().max() < 3e-3   # PyTorch iterates in bfloat16, ours in float32
+    with pytest.raises(ValueError, match="Muon is for 2-D matrices"):
+        Muon([torch.nn.Parameter(torch.ones(3))])
+
+
+def test_wsd_schedule_and_a_muon_recipe_run():
+    lrs = [warmup_stable_decay(s, 100, 10, 1.0, 0.1, 0.3) for s in range(101)]
+    assert lrs[9] == pytest.approx(10 / 11) and lrs[10] == lrs[69] == 1.0 and lrs[100] == 0.1
+    assert all(a >= b for a, b in zip(lrs[70:], lrs[71:])) and lrs[99] == pytest.approx(1.0 - 29 / 30 * 0.9)
+    recipe = dataclasses.replace(COURSE_CPU, name="m", steps=6, warmup=1, optimizer="muon", schedule="wsd", **MODERN)
+    run = RecipeRun(recipe, 65, torch.randint(0, 65, (5000,)))
+    run.advance(6)
+    assert run.step == 6 and all(l == l for l in run.losses)
+    factor = recipe.lr_at(5) / recipe.lr
+    assert all(g["lr"] / g["peak_lr"] == pytest.approx(factor) for g in run.opt.param_groups)
+    with pytest.raises(ValueError, match="optimizer must be"):
+        GPTRecipe("x", optimizer="sgd")
+    with pytest.raises(ValueError, match="norm must be"):
+        GPTRecipe("x", norm="batch")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="torchrun with gloo: Linux and macOS")
+def test_ddp_on_two_cpu_processes_equals_one_process():
+    torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable)) or shutil.which("torchrun")
+    assert torchrun, "torchrun comes with torch"
+    out = subprocess.run([torchrun, "--nproc_per_node=2", "--master_port=29517", str(ROOT / "tools" / "ddp_check.py")],
+                         capture_output=True, text=True, timeout=240, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert out.returncode == 0, out.stdout + out.stderr[-2000:]
+    assert "2 processes (gloo)" in out.stdout and "EQUAL" in out.stdout
+
+
+def test_the_benchmark_races_three_recipes_and_reports_the_modern_ratio():
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpt_time_to_loss.py"), "--quick"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    fields = dict(kv.split("=") for kv in out.stdout.strip().splitlines()[-1].split())
+    assert set(fields) == {"ratio", "course_s", "baseline_s", "baseline_final_val", "modern_ratio", "modern_s"}
+    assert float(fields["modern_ratio"]) == pytest.approx(float(fields["modern_s"]) / float(fields["baseline_s"]), abs=2e-3)

@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""The course's training step under DistributedDataParallel, checked against one process. Chapter 10.
+
+    torchrun --nproc_per_node=2 tools/ddp_check.py            # two CPU processes, gloo backend
+    torchrun --nproc_per_node=8 tools/ddp_check.py --steps 3  # eight GPUs: NCCL, the same code
+
+Every process builds the same GPT (same seed), takes its own slice of one global batch, and runs
+book.utils.train_step; DDP all-reduces (averages) the gradients during backward, so every process applies
+the same update. Rank 0 then trains a copy in one process on the whole global batch and checks that the
+gradients of the first step and the weights after the last step agree. Prints one verdict line; exit 1 if not.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import sys
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from book.models import GPT, GPTConfig  # noqa: E402
+from book.utils import train_step  # noqa: E402
+
+
+def global_batch(step: int, batch: int, T: int, vocab: int):
+    g = torch.Generator().manual_seed(1000 + step)   # the same global batch on every process
+    ids = torch.randint(0, vocab, (batch, T + 1), generator=g)
+    return ids[:, :-1], ids[:, 1:]
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=2)
+    p.add_argument("--batch", type=int, default=8, help="global batch (split across processes)")
+    p.add_argument("--tol", type=float, default=1e-5)
+    args = p.parse_args(argv)
+    cuda = torch.cuda.is_available()
+    dist.init_process_group("nccl" if cuda else "gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}") if cuda else torch.device("cpu")
+    if args.batch % world:
+        raise SystemExit(f"--batch {args.batch} must divide evenly across {world} processes")
+    torch.set_num_threads(1)
+    cfg = GPTConfig(65, context_len=32, d_model=64, n_heads=4, n_layers=2)
+    torch.manual_seed(0)
+    model = GPT(cfg).to(device)
+    reference = copy.deepcopy(model)           # rank 0 trains this one alone on the whole batch
+    ddp = DDP(model, device_ids=[device.index] if cuda else None)
+    opt = torch.optim.AdamW(ddp.parameters(), lr=1e-3)
+    ref_opt = torch.optim.AdamW(reference.parameters(), lr=1e-3)
+    share = args.batch // world
+    worst_grad = 0.0
+    for step in range(args.steps):
+        x, y = (t.to(device) for t in global_batch(step, args.batch, cfg.context_len, cfg.vocab_size))
+        mine = slice(rank * share, (rank + 1) * share)
+        train_step(opt, ddp(x[mine], y[mine])[1], ddp.parameters(), grad_clip=1.0)
+        if rank == 0:
+            train_step(ref_opt, reference(x, y)[1], reference.parameters(), grad_clip=1.0)
+            if step == 0:
+                worst_grad = max((a.grad - b.grad).abs().max().item()
+                                 for a, b in zip(model.parameters(), reference.parameters()))
+    ok = True
+    if rank == 0:
+        worst_w = max((a - b).abs().max().item() for a, b in zip(model.parameters(), reference.parameters()))
+        ok = worst_grad <= args.tol and worst_w <= args.tol
+        print(f"{world} processes ({dist.get_backend()}), global batch {args.batch} = {world} x {share}: "
+              f"max |grad difference| {worst_grad:.1e}, max |weight difference| after {args.steps} steps "
+              f"{worst_w:.1e} -> {'EQUAL' if ok else 'DIFFERENT'} to one process within {args.tol:g}", flush=True)
+    flag = torch.tensor([int(ok)], device=device)
+    dist.broadcast(flag, 0)
+    dist.destroy_process_group()
+    return 0 if flag.item() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
