@@ -124,3 +124,94 @@ class Diagram:
         """Free text at (x, y)."""
         self.ax.text(x, y, text, ha=ha, va=va, fontsize=fontsize or FONT, color=color,
                      fontstyle="italic" if italic else "normal")
+
+
+# --- chapters 2-3 ---
+
+_SRC = ["red", "cat", "likes", "hen"]   # a sentence of the toy task (book.tasks.ToyTranslation) ...
+_TGT = ["<bos>", "CAT", "RED", "HEN", "LIKES"]   # ... and its reordered translation, fed from <bos>
+
+
+def _encoder_row(d: Diagram, xs, y_tok: float, y_h: float, states: bool) -> None:
+    """Source words (tokens) under a chain of encoder states h_1..h_S, each waiting for the one before."""
+    for i, (x, word) in enumerate(zip(xs, _SRC)):
+        d.box(x, y_tok, word, role="token", w=1.25)
+        d.box(x, y_h, f"$h_{i + 1}$" if states else "GRU", role="rnn", w=1.25)
+        d.arrow((x, y_tok + 0.35), (x, y_h - 0.35))
+        if i:
+            d.arrow((xs[i - 1] + 0.63, y_h), (x - 0.63, y_h))
+
+
+def draw_rnn_encoder_decoder():
+    """Chapter 2's encoder-decoder: the encoder's last state is the one summary vector the decoder sees.
+
+    Source words feed a chain of encoder states; only the final one leaves the encoder, as the summary c,
+    which starts the decoder and is fed again at every decoder step. Returns a matplotlib Figure.
+    """
+    d = Diagram(17, 5.6, title="Encoder–decoder without attention: the whole source squeezed into one vector")
+    xs, ds, mem = [1.0, 2.7, 4.4, 6.1], [10.4, 12.4, 14.4, 16.0], ROLES["memory"][1]
+    _encoder_row(d, xs, 0.8, 3.0, states=False)
+    d.group(0.15, 0.25, 6.95, 3.7, "encoder (reads the source)", role="rnn")
+    d.box(8.25, 3.0, "summary $c$", role="memory", w=1.5, h=0.8, bold=True)
+    d.arrow((6.73, 3.0), (7.5, 3.0))
+    d.text(8.2, 4.45, "one vector of\nfixed size, however\nlong the sentence", fontsize=8, italic=True, color=mem)
+    for t, (x, word) in enumerate(zip(ds, _TGT[:-1])):
+        d.box(x, 0.8, word, role="token", w=1.35)
+        d.box(x, 3.0, f"$s_{t + 1}$", role="rnn", w=1.25)
+        d.box(x, 4.6, _TGT[t + 1], role="token", w=1.35)
+        d.arrow((x - 0.2, 1.15), (x - 0.2, 2.65))
+        d.arrow((x, 3.35), (x, 4.25))
+        d.arrow((x + 0.3, 1.75), (x + 0.3, 2.65), color=mem, dashed=True)
+        if t:
+            d.arrow((ds[t - 1] + 0.63, 3.0), (x - 0.63, 3.0))
+    d.arrow((9.0, 3.0), (ds[0] - 0.63, 3.0))
+    d.line([(8.25, 2.6), (8.25, 1.75), (ds[-1] + 0.3, 1.75)], color=mem, dashed=True)
+    d.text(8.25, 1.2, "$c$ again at\nevery step", fontsize=8, color=mem)
+    d.group(9.45, 0.25, 16.85, 5.15, "decoder (writes the translation, one word per step)", role="rnn")
+    return d.figure
+
+
+def draw_bahdanau_attention():
+    """Chapter 3: one decoder step with additive attention (Bahdanau et al., 2014).
+
+    The previous decoder state s_{t-1} scores every encoder state h_i (e_ti = v_a^T tanh(W_a s_{t-1} + U_a h_i)),
+    a softmax turns the scores into weights alpha_ti, and the context c_t = sum_i alpha_ti h_i feeds the GRU
+    step that writes the next word. Returns a matplotlib Figure.
+    """
+    d = Diagram(16, 9.4, title="One decoder step with Bahdanau attention: look back at every encoder state")
+    xs, mem, att = [1.2, 3.2, 5.2, 7.2], ROLES["memory"][1], ROLES["attn"][1]
+    _encoder_row(d, xs, 0.8, 2.4, states=True)
+    d.group(0.2, 0.2, 8.2, 3.0, role="rnn")
+    d.text(8.45, 2.4, "encoder states:\nall kept, one\nper source word", fontsize=8, ha="left", color=ROLES["rnn"][1])
+    s_prev = (13.2, 3.9)
+    d.box(*s_prev, "$s_{t-1}$", role="rnn", w=1.3)
+    d.text(s_prev[0], 3.0, "previous decoder\nstate (the query)", fontsize=8, italic=True)
+    d.line([(s_prev[0] - 0.65, 3.9), (0.45, 3.9)], color=att)
+    for i, x in enumerate(xs):
+        d.box(x, 4.9, f"$e_{{t{i + 1}}}$", role="attn", w=1.25)
+        d.arrow((x, 2.75), (x, 4.55))                                     # h_i up into its score
+        d.arrow((x - 0.45, 3.9), (x - 0.45, 4.55), color=att)            # s_{t-1} into every score
+    d.text(8.1, 4.9, r"scores $e_{ti} = v_a^\top \tanh(W_a s_{t-1} + U_a h_i)$", fontsize=8, ha="left")
+    d.box(4.2, 6.05, "softmax over $i$", role="plain", w=7.2, h=0.6)
+    for i, x in enumerate(xs):
+        d.arrow((x, 5.25), (x, 5.75))
+        d.box(x, 7.15, rf"$\alpha_{{t{i + 1}}}$", role="attn", w=1.25)
+        d.arrow((x, 6.35), (x, 6.8))
+    d.text(8.1, 6.05, r"weights $\alpha_{ti} > 0$, summing to 1", fontsize=8, ha="left")
+    sum_xy = (9.4, 8.3)
+    d.circle(*sum_xy, text=r"$\Sigma$", r=0.3, role="memory")
+    for x in xs:
+        d.arrow((x, 7.5), (sum_xy[0] - 0.3, sum_xy[1] - 0.05), color=mem, curve=-0.1)
+    d.text(4.2, 8.8, r"context $c_t = \sum_i \alpha_{ti} h_i$, a weighted average of the $h_i$", fontsize=8,
+           color=mem)
+    d.box(11.0, 8.3, "$c_t$", role="memory", w=1.0, bold=True)
+    d.arrow((sum_xy[0] + 0.3, sum_xy[1]), (10.5, 8.3))
+    gru = (s_prev[0], 6.6)
+    d.box(*gru, "GRU step\n→ $s_t$", role="rnn", w=1.5, h=0.9)
+    d.arrow((11.5, 8.1), (gru[0] - 0.5, gru[1] + 0.45), color=mem)
+    d.arrow((s_prev[0], 4.25), (gru[0], gru[1] - 0.45))
+    d.box(15.1, gru[1], "$y_{t-1}$", role="token", w=1.1)
+    d.arrow((14.55, gru[1]), (gru[0] + 0.75, gru[1]))
+    d.box(gru[0], 8.6, "$y_t$", role="token", w=1.1)
+    d.arrow((gru[0], gru[1] + 0.45), (gru[0], 8.25))
+    return d.figure
