@@ -214,4 +214,54 @@ def draw_bahdanau_attention():
     d.arrow((14.55, gru[1]), (gru[0] + 0.75, gru[1]))
     d.box(gru[0], 8.6, "$y_t$", role="token", w=1.1)
     d.arrow((gru[0], gru[1] + 0.45), (gru[0], 8.25))
+
+# --- chapter 7 ---
+
+def draw_gpt_stack():
+    """Chapter 7: the GPT stack (tokens -> embeddings + positions -> N Pre-Norm blocks -> LN -> lm_head -> logits),
+    with the KV cache beside the attention: each layer keeps the keys and values of the tokens so far, and the new
+    token's query reads them."""
+    d = Diagram(12.4, 13.0, title="The GPT stack, and the KV cache beside its attention")
+    x, bw = 3.6, 3.0
+    d.box(x, 0.6, "tokens  x₁ … x_t", role="token", w=bw)
+    d.box(x, 1.75, "token embedding  E[x]", role="embed", w=bw)
+    d.box(7.6, 1.75, "position  P[t]", role="embed", w=2.2)
+    d.arrow((x, 0.95), (x, 1.4))
+    d.circle(x, 2.75)
+    d.arrow((x, 2.1), (x, 2.53))
+    d.line([(7.6, 2.1), (7.6, 2.75), (x + 0.6, 2.75)])
+    d.arrow((x + 0.6, 2.75), (x + 0.22, 2.75))
+    # one block: LN -> attention -> + ; LN -> FFN -> +
+    d.group(1.0, 3.25, 6.2, 9.25, label="", role="attn")
+    d.text(0.55, 6.15, "× N layers", ha="center", color=ROLES["attn"][1])
+    d.ax.texts[-1].set_rotation(90)
+    d.arrow((x, 2.97), (x, 3.9))
+    d.box(x, 4.25, "LayerNorm", role="norm", w=bw)
+    d.box(x, 5.3, "causal self-attention", role="attn", w=bw)
+    d.circle(x, 6.25)
+    d.arrow((x, 4.6), (x, 4.95))
+    d.arrow((x, 5.65), (x, 6.03))
+    d.line([(x, 3.6), (1.5, 3.6), (1.5, 6.25)])
+    d.arrow((1.5, 6.25), (x - 0.22, 6.25))
+    d.box(x, 7.05, "LayerNorm", role="norm", w=bw)
+    d.box(x, 8.05, "feed-forward (FFN)", role="ffn", w=bw)
+    d.circle(x, 8.85)
+    d.arrow((x, 6.47), (x, 6.7))
+    d.arrow((x, 7.4), (x, 7.7))
+    d.arrow((x, 8.4), (x, 8.63))
+    d.line([(x, 6.55), (1.5, 6.55), (1.5, 8.85)])
+    d.arrow((1.5, 8.85), (x - 0.22, 8.85))
+    # head
+    d.arrow((x, 9.07), (x, 9.65))
+    d.box(x, 10.0, "final LayerNorm", role="norm", w=bw)
+    d.arrow((x, 10.35), (x, 10.75))
+    d.box(x, 11.1, "lm_head (tied to E)", role="embed", w=bw)
+    d.arrow((x, 11.45), (x, 11.85))
+    d.box(x, 12.2, "next-token logits", role="token", w=bw)
+    # the KV cache beside the attention
+    d.box(9.6, 5.3, "KV cache (per layer)\nK, V of tokens 1 … t−1", role="memory", w=3.2, h=1.1)
+    d.arrow((x + bw / 2, 5.55), (9.6 - 1.6, 5.55), text="append k_t, v_t", text_offset=(0, 0.05))
+    d.arrow((9.6 - 1.6, 5.0), (x + bw / 2, 5.0), text="read all K, V", text_offset=(0, -0.42))
+    d.text(9.6, 4.05, "the new token's query q_t\nattends to every cached key;\nonly token t runs the stack",
+           fontsize=8, italic=True)
     return d.figure
