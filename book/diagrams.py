@@ -214,6 +214,8 @@ def draw_bahdanau_attention():
     d.arrow((14.55, gru[1]), (gru[0] + 0.75, gru[1]))
     d.box(gru[0], 8.6, "$y_t$", role="token", w=1.1)
     d.arrow((gru[0], gru[1] + 0.45), (gru[0], 8.25))
+    return d.figure
+
 
 # --- chapter 7 ---
 
