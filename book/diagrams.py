@@ -267,3 +267,34 @@ def draw_gpt_stack():
     d.text(9.6, 4.05, "the new token's query q_t\nattends to every cached key;\nonly token t runs the stack",
            fontsize=8, italic=True)
     return d.figure
+
+
+# --- chapter 4 ---
+def draw_qkv_flow() -> Figure:
+    """Self-attention's data flow with every shape: X -> W_Q, W_K, W_V -> Q, K, V -> QK^T/sqrt(d_k) -> mask ->
+    softmax -> weights x V -> output. Chapter 4.
+
+    Example: fig = draw_qkv_flow()   # a Figure; the chapter shows it, tests read its labels
+    """
+    d = Diagram(15.2, 6.6, title="Self-attention: one sequence in, one sequence out, no loop over positions")
+    bw, bh = 1.7, 1.0                                       # box size; arrows run edge to edge
+    d.box(1.1, 3.5, "X\ntokens\nT × $d_{model}$", role="embed", w=1.6, h=1.3)
+    rows = {"Q": 5.5, "K": 3.5, "V": 1.3}
+    for name, y in rows.items():
+        d.arrow((1.9, 3.5), (2.55, y), curve=0.0)
+        d.box(3.4, y, f"$W_{name}$\n$d_{{model}}$ × $d_{name.lower() if name != 'Q' else 'k'}$", w=bw, h=bh)
+        d.arrow((4.25, y), (4.95, y))
+        dim = "$d_v$" if name == "V" else "$d_k$"
+        d.box(5.8, y, f"{name}\nT × {dim}", role="attn", w=bw, h=bh)
+    d.arrow((6.65, 5.5), (7.55, 4.75))
+    d.arrow((6.65, 3.5), (7.55, 4.25))
+    d.box(8.5, 4.5, "$QK^\\top / \\sqrt{d_k}$\nscores, T × T", role="attn", w=1.9, h=bh)
+    d.arrow((9.45, 4.5), (10.15, 4.5))
+    d.box(11.0, 4.5, "mask\n(optional)\nT × T", role="plain", w=bw, h=bh + 0.2, dashed=True)
+    d.arrow((11.85, 4.5), (12.55, 4.5))
+    d.box(13.5, 4.5, "softmax\nper row\nT × T", role="plain", w=1.9, h=bh + 0.2)
+    d.arrow((13.5, 3.9), (13.5, 1.85), text="weights", text_offset=(0.45, 0.0))
+    d.arrow((6.65, 1.3), (12.55, 1.3), text="values")
+    d.box(13.5, 1.3, "weights × V\noutput\nT × $d_v$", role="attn", w=1.9, h=bh + 0.1)
+    d.text(8.5, 3.2, "every query against every key:\nall T × T scores at once", fontsize=8, italic=True)
+    return d.figure
