@@ -298,3 +298,93 @@ def draw_qkv_flow() -> Figure:
     d.box(13.5, 1.3, "weights × V\noutput\nT × $d_v$", role="attn", w=1.9, h=bh + 0.1)
     d.text(8.5, 3.2, "every query against every key:\nall T × T scores at once", fontsize=8, italic=True)
     return d.figure
+
+
+# --- chapter 6 ---
+
+def draw_head_split():
+    """Multi-head attention as data flow: project x, split C into H chunks of D = C/H, attend per head, concat, W_O.
+
+    Chapter 6. Rows of the Q, K, V strips are the heads: head h reads chunk h of each and writes chunk h of the
+    concatenation, which out_proj (W_O) mixes back into one (T, C) output.
+    """
+    d = Diagram(14.4, 6.9, title="Multi-head attention: split C into H heads of D = C / H, attend, concatenate, mix")
+    mid = 3.6
+    d.box(0.8, mid, "x\n(T, C)", role="token", w=1.2, h=1.0)
+    d.box(2.75, mid, "$W_Q, W_K, W_V$\nC → C each", role="attn", w=1.9, h=1.2)
+    d.arrow((1.4, mid), (1.8, mid))
+    rows = [5.7, 4.3, 2.9, 1.5]                      # head 1, head 2, ..., head H
+    names = ["head 1", "head 2", None, "head H"]
+    cols = {"Q": 4.85, "K": 5.45, "V": 6.05}
+    for name, cx in cols.items():
+        d.text(cx, rows[0] + 0.75, name, fontsize=10)
+    d.text(5.45, rows[-1] - 0.8, "each row: one chunk\nof D columns", fontsize=8, italic=True)
+    for y, name in zip(rows, names):
+        if name is None:                             # the rows between head 2 and head H
+            for x in (*cols.values(), 8.4, 10.5):
+                d.text(x, y, "⋮", fontsize=12)
+            continue
+        d.arrow((3.7, mid), (4.5, y), color="#888888", width=0.9)
+        for cx in cols.values():
+            d.box(cx, y, "D", role="attn", w=0.55, h=0.75, fontsize=8)
+        d.arrow((6.35, y), (7.1, y))
+        d.box(8.4, y, f"{name}\nsoftmax($QK^T/\\sqrt{{D}}$) V", role="attn", w=2.6, h=0.95, fontsize=8)
+        d.arrow((9.7, y), (10.2, y))
+        d.box(10.5, y, name.split()[1], role="attn", w=0.6, h=0.95, fontsize=8)
+        d.arrow((10.8, y), (11.6, mid), color="#888888", width=0.9)
+    d.text(10.5, rows[0] + 0.75, "concat", fontsize=9)
+    d.text(10.5, rows[-1] - 0.8, "(T, H·D) = (T, C)", fontsize=8, italic=True)
+    d.box(12.15, mid, "$W_O$\nC → C", role="attn", w=1.1, h=1.0)
+    d.arrow((12.7, mid), (13.1, mid))
+    d.box(13.7, mid, "out\n(T, C)", role="token", w=1.1, h=1.0)
+    return d.figure
+
+
+def _norm_column(d: Diagram, cx: float, pre: bool):
+    """One block, bottom to top, at centre cx: Pre-Norm x + f(LN(x)) or Post-Norm LN(x + f(x)); returns nothing."""
+    red = "#c0392b"
+    d.box(cx, 1.0, "x (from the block below)", role="token", w=3.0, h=0.6, fontsize=8)
+    y = 1.3
+    for sub, role in (("multi-head attention", "attn"), ("FFN", "ffn")):
+        branch = y + 0.2                            # where the residual leaves the main path
+        steps = [("LayerNorm", "norm"), (sub, role)] if pre else [(sub, role)]
+        for text, r in steps:
+            d.arrow((cx, y), (cx, y + 0.5))
+            y += 0.85
+            d.box(cx, y, text, role=r, w=2.6, h=0.7)
+            y += 0.35
+        d.arrow((cx, y), (cx, y + 0.4))
+        y += 0.62
+        d.circle(cx, y)
+        d.line([(cx, branch), (cx - 1.75, branch), (cx - 1.75, y)], color=red, width=1.6)
+        d.arrow((cx - 1.75, y), (cx - 0.22, y), color=red, width=1.6)
+        y += 0.22
+        if not pre:
+            d.arrow((cx, y), (cx, y + 0.5))
+            y += 0.85
+            d.box(cx, y, "LayerNorm", role="norm", w=2.6, h=0.7)
+            y += 0.35
+    d.arrow((cx, y), (cx, y + 0.5))
+    y += 0.8
+    if pre:
+        d.box(cx, y, "to the next block\n(after the last one: a final LayerNorm)", role="token", w=3.9, h=0.7,
+              fontsize=8)
+    else:
+        d.box(cx, y, "to the next block", role="token", w=3.0, h=0.6, fontsize=8)
+
+
+def draw_post_pre_norm():
+    """Post-Norm (Vaswani et al. 2017, BERT) and Pre-Norm (GPT-2 and later) blocks side by side. Chapter 6.
+
+    Red: the residual paths. In Post-Norm every path from the output back to x passes a LayerNorm; in
+    Pre-Norm the residual path has none, which is why Pre-Norm's gradients stay even and it trains without warmup.
+    """
+    d = Diagram(12.6, 10.0, title="Where the LayerNorm goes")
+    for cx, pre, head, rule in ((3.3, False, "Post-Norm (2017 paper, BERT)", "x ← LN(x + f(x))"),
+                                (9.4, True, "Pre-Norm (GPT-2 and later)", "x ← x + f(LN(x))")):
+        d.text(cx - 0.3, 9.7, head, fontsize=10)
+        d.text(cx - 0.3, 9.3, rule, fontsize=9, italic=True)
+        _norm_column(d, cx, pre)
+    d.text(3.1, 0.35, "every path back to x passes a LayerNorm", fontsize=8, color="#c0392b")
+    d.text(9.2, 0.35, "the residual path (red) has no LayerNorm on it", fontsize=8, color="#c0392b")
+    return d.figure
