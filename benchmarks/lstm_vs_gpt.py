@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""Equal compute: Chapter 2's char LSTM against Chapter 7's GPT, trained for the same seconds. Chapter 7.
+
+    python benchmarks/lstm_vs_gpt.py            # the comparison (about 6 minutes on 2 CPU cores)
+    python benchmarks/lstm_vs_gpt.py --quick    # a smoke test of the harness, no claims
+
+The GPT is the course recipe (book.train.COURSE_CPU, its cosine stretched to --gpt-steps); the LSTM is
+Chapter 2's (book.rnn.CharRNN: 32-dim embedding, 128 LSTM units, AdamW at a constant 5e-3, batches of
+32 windows of 64 characters). They train in turns in one process: the GPT runs a chunk of steps, then the
+LSTM runs until its own training clock has caught up with the GPT's. So both get the same training seconds
+under the same machine load; the clock runs only during training steps. After every turn both are evaluated
+(untimed) on the same fixed validation windows.
+
+The results are written to book/results/lstm_vs_gpt.csv (seconds, steps and validation bits/char of both,
+one row per turn), so that Chapter 7 can plot them wherever the package is installed. The last line reads
+    seconds=<...> gpt_bpc=<...> lstm_bpc=<...> gpt_steps=<...> lstm_steps=<...>
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from book.data import get_batch, load_shakespeare, shakespeare_split  # noqa: E402
+from book.models import lm_loss  # noqa: E402
+from book.rnn import CharRNN  # noqa: E402
+from book.tokenizers import CharTokenizer  # noqa: E402
+from book.train import COURSE_CPU, RecipeRun, evaluate_lm, nats_to_bits  # noqa: E402
+from book.utils import train_step  # noqa: E402
+
+RESULTS = ROOT / "book" / "results" / "lstm_vs_gpt.csv"
+FIELDS = ["seconds", "gpt_steps", "gpt_bpc", "lstm_steps", "lstm_bpc"]
+
+
+class LSTMRun:
+    """Chapter 2's char LSTM, trained a step at a time with its own clock (training steps only)."""
+
+    def __init__(self, vocab: int, train: torch.Tensor, seed: int):
+        torch.manual_seed(seed)
+        self.model = CharRNN(vocab, d_emb=32, d_hidden=128, cell="lstm")
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=5e-3)
+        self.train, self.gen = train, torch.Generator().manual_seed(seed)
+        self.step, self.train_s = 0, 0.0
+
+    def advance_to(self, seconds: float) -> None:
+        self.model.train()
+        while self.train_s < seconds:
+            t0 = time.perf_counter()
+            x, y = get_batch(self.train, 32, 64, self.gen)
+            train_step(self.opt, lm_loss(self.model(x), y), self.model.parameters())
+            self.train_s += time.perf_counter() - t0
+            self.step += 1
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--gpt-steps", type=int, default=2000, help="the GPT's schedule length (Chapter 7 uses 2000)")
+    p.add_argument("--chunk", type=int, default=50, help="GPT steps per turn")
+    p.add_argument("--eval-batches", type=int, default=8, help="validation windows / 64 per evaluation")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (1: robust on a shared machine)")
+    p.add_argument("--seed", type=int, default=1337)
+    p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--quick", action="store_true", help="tiny runs to test the harness")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.gpt_steps, args.chunk, args.eval_batches = 6, 3, 1
+    torch.set_num_threads(args.threads)
+
+    text = load_shakespeare()
+    train_text, val_text = shakespeare_split(text)
+    tok = CharTokenizer.from_text(text)
+    train, val = torch.tensor(tok.encode(train_text)), torch.tensor(tok.encode(val_text))
+    recipe = dataclasses.replace(COURSE_CPU, steps=args.gpt_steps)
+    gpt = RecipeRun(recipe, tok.vocab_size, train, seed=args.seed)
+    lstm = LSTMRun(tok.vocab_size, train, seed=args.seed)
+
+    def val_bpc(model, context_len):
+        return nats_to_bits(evaluate_lm(model, val, 64, context_len, args.eval_batches,
+                                        generator=torch.Generator().manual_seed(1234)))
+
+    rows = []
+    while not gpt.done:
+        gpt.advance(args.chunk)
+        lstm.advance_to(gpt.train_s)
+        row = dict(seconds=round(gpt.train_s, 2), gpt_steps=gpt.step, gpt_bpc=round(val_bpc(gpt.model, 64), 4),
+                   lstm_steps=lstm.step, lstm_bpc=round(val_bpc(lstm.model, 64), 4))
+        rows.append(row)
+        print(f"  {row['seconds']:7.1f} s | GPT step {row['gpt_steps']:5d} val {row['gpt_bpc']:.3f} bits/char"
+              f" | LSTM step {row['lstm_steps']:5d} val {row['lstm_bpc']:.3f} (LSTM clock {lstm.train_s:.1f} s)",
+              flush=True)
+    if not args.quick:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        with open(args.out, "w", newline="") as f:
+            w = csv.DictWriter(f, FIELDS)
+            w.writeheader()
+            w.writerows(rows)
+        print(f"wrote {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}")
+    last = rows[-1]
+    print(f"seconds={last['seconds']:.2f} gpt_bpc={last['gpt_bpc']:.4f} lstm_bpc={last['lstm_bpc']:.4f} "
+          f"gpt_steps={last['gpt_steps']} lstm_steps={last['lstm_steps']}")
+
+
+if __name__ == "__main__":
+    main()
