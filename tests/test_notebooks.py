@@ -56,11 +56,7 @@ def test_committed_executed_lean_and_clean(path):
 
 # Chapters known to break the 3-minute CPU budget, with the measured reason. Each is an open defect, not a waiver:
 # the test still fails if the chapter gets slower than its recorded bound, and once it fits, its entry must go.
-OVER_BUDGET = {
-    "07_training_gpt": (300, "on a 2-core AMD EPYC the course GPT's 2000 training steps alone take about 155 s "
-                             "(77 ms a step); 1000 steps fit but end at 2.53 bits/char, above the LSTM and the "
-                             "4-gram, so the chapter needs a cheaper recipe that still makes its case"),
-}
+OVER_BUDGET = {}
 
 
 def test_runtimes_are_recorded_for_every_chapter():
