@@ -55,3 +55,23 @@ def test_the_wheel_ships_the_recorded_results(tmp_path):
     (wheel,) = tmp_path.glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "book/results/lstm_vs_gpt.csv" in names and "book/results/gpt_time_to_loss.txt" in names
+
+
+def test_modern_ladder_adds_one_change_per_rung():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import dataclasses
+
+    from modern_ladder import ladder
+
+    rungs = ladder(600)
+    names = [f.name for f in dataclasses.fields(rungs[0]) if f.name != "name"]
+    for before, after in zip(rungs[:-2], rungs[1:-1]):          # the ReLU^2 variant (last) is not a rung
+        changed = [n for n in names if getattr(before, n) != getattr(after, n)]
+        assert changed and ("optimizer" in changed or "schedule" in changed or len(changed) == 1), (after.name, changed)
+    assert rungs[-1].activation == "relu2" and rungs[-1].norm == "rms"
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "modern_ladder.py"), "--quick"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    fields = dict(kv.split("=") for kv in out.stdout.strip().splitlines()[-1].split())
+    assert int(fields["rungs"]) == len(rungs) - 1
+    assert float(fields["last_ratio"]) == pytest.approx(float(fields["last_s"]) / float(fields["first_s"]), rel=0.02)
