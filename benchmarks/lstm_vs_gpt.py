@@ -17,23 +17,17 @@ one row per turn), so that Chapter 7 can plot them wherever the package is insta
 """
 from __future__ import annotations
 
-import argparse
-import csv
 import dataclasses
-import sys
 import time
-from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from book.data import get_batch, load_shakespeare, shakespeare_split  # noqa: E402
-from book.models import lm_loss  # noqa: E402
-from book.rnn import CharRNN  # noqa: E402
-from book.tokenizers import CharTokenizer  # noqa: E402
-from book.train import COURSE_CPU, RecipeRun, evaluate_lm, nats_to_bits  # noqa: E402
-from book.utils import train_step  # noqa: E402
+from bench_common import ROOT, char_corpus, parser, write_rows
+from book.data import get_batch
+from book.models import lm_loss
+from book.rnn import CharRNN
+from book.train import COURSE_CPU, RecipeRun, evaluate_lm, nats_to_bits
+from book.utils import train_step
 
 RESULTS = ROOT / "book" / "results" / "lstm_vs_gpt.csv"
 FIELDS = ["seconds", "gpt_steps", "gpt_bpc", "lstm_steps", "lstm_bpc"]
@@ -60,23 +54,15 @@ class LSTMRun:
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--gpt-steps", type=int, default=2000, help="the GPT's schedule length (Chapter 7 uses 2000)")
+    p = parser(__doc__, RESULTS)
+    p.add_argument("--gpt-steps", type=int, default=1500, help="the GPT's schedule length (Chapter 7's on a CPU)")
     p.add_argument("--chunk", type=int, default=50, help="GPT steps per turn")
-    p.add_argument("--eval-batches", type=int, default=8, help="validation windows / 64 per evaluation")
-    p.add_argument("--threads", type=int, default=1, help="torch threads (1: robust on a shared machine)")
-    p.add_argument("--seed", type=int, default=1337)
-    p.add_argument("--out", type=Path, default=RESULTS)
-    p.add_argument("--quick", action="store_true", help="tiny runs to test the harness")
     args = p.parse_args(argv)
     if args.quick:
         args.gpt_steps, args.chunk, args.eval_batches = 6, 3, 1
     torch.set_num_threads(args.threads)
 
-    text = load_shakespeare()
-    train_text, val_text = shakespeare_split(text)
-    tok = CharTokenizer.from_text(text)
-    train, val = torch.tensor(tok.encode(train_text)), torch.tensor(tok.encode(val_text))
+    train, val, tok = char_corpus()
     recipe = dataclasses.replace(COURSE_CPU, steps=args.gpt_steps)
     gpt = RecipeRun(recipe, tok.vocab_size, train, seed=args.seed)
     lstm = LSTMRun(tok.vocab_size, train, seed=args.seed)
@@ -96,12 +82,7 @@ def main(argv=None) -> None:
               f" | LSTM step {row['lstm_steps']:5d} val {row['lstm_bpc']:.3f} (LSTM clock {lstm.train_s:.1f} s)",
               flush=True)
     if not args.quick:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        with open(args.out, "w", newline="") as f:
-            w = csv.DictWriter(f, FIELDS)
-            w.writeheader()
-            w.writerows(rows)
-        print(f"wrote {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}")
+        write_rows(args.out, FIELDS, rows)
     last = rows[-1]
     print(f"seconds={last['seconds']:.2f} gpt_bpc={last['gpt_bpc']:.4f} lstm_bpc={last['lstm_bpc']:.4f} "
           f"gpt_steps={last['gpt_steps']} lstm_steps={last['lstm_steps']}")

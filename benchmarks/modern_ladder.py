@@ -18,21 +18,14 @@ target (empty if not reached), tokens per second, and the last validation loss. 
 """
 from __future__ import annotations
 
-import argparse
-import csv
 import dataclasses
-import sys
-from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from book.data import load_shakespeare, shakespeare_split  # noqa: E402
-from book.models import GPT  # noqa: E402
-from book.tokenizers import CharTokenizer  # noqa: E402
-from book.train import COURSE_CPU, NANOGPT_CPU_FINAL_VAL, race, time_to  # noqa: E402
-from book.utils import count_params  # noqa: E402
+from bench_common import ROOT, char_corpus, parser, write_rows
+from book.models import GPT
+from book.train import COURSE_CPU, NANOGPT_CPU_FINAL_VAL, race, time_to
+from book.utils import count_params
 
 RESULTS = ROOT / "book" / "results" / "modern_ladder.csv"
 FIELDS = ["rung", "params", "steps_to_target", "seconds_to_target", "tokens_to_target", "tokens_per_s", "last_val"]
@@ -58,23 +51,15 @@ def ladder(steps: int):
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = parser(__doc__, RESULTS)
     p.add_argument("--steps", type=int, default=600, help="every rung's schedule length")
     p.add_argument("--every", type=int, default=20, help="steps per turn, then an evaluation")
-    p.add_argument("--eval-batches", type=int, default=8, help="validation windows / 64 per evaluation")
-    p.add_argument("--threads", type=int, default=1, help="torch threads (1: robust on a shared machine)")
-    p.add_argument("--seed", type=int, default=1337)
-    p.add_argument("--out", type=Path, default=RESULTS)
-    p.add_argument("--quick", action="store_true", help="tiny runs to test the harness")
     args = p.parse_args(argv)
     if args.quick:
         args.steps, args.every, args.eval_batches = 4, 2, 1
     torch.set_num_threads(args.threads)
 
-    text = load_shakespeare()
-    train_text, val_text = shakespeare_split(text)
-    tok = CharTokenizer.from_text(text)
-    train, val = torch.tensor(tok.encode(train_text)), torch.tensor(tok.encode(val_text))
+    train, val, tok = char_corpus()
     rungs = ladder(args.steps)
     target = NANOGPT_CPU_FINAL_VAL
     print(f"target val {target} nats | {len(rungs)} runs | {args.steps} steps each at most | "
@@ -96,12 +81,7 @@ def main(argv=None) -> None:
               + (f"step {hit[1]:4d}, {hit[0]:6.1f} s" if hit else "not reached") +
               f" | {rows[-1]['tokens_per_s']:7,} tokens/s | last val {rows[-1]['last_val']:.4f}", flush=True)
     if not args.quick:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        with open(args.out, "w", newline="") as f:
-            w = csv.DictWriter(f, FIELDS)
-            w.writeheader()
-            w.writerows(rows)
-        print(f"wrote {args.out}")
+        write_rows(args.out, FIELDS, rows)
     first = rows[0]["seconds_to_target"] or runs[0].train_s
     last = rows[len(rungs) - 2]["seconds_to_target"] or runs[len(rungs) - 2].train_s   # the full modern rung
     print(f"rungs={len(rungs) - 1} first_s={float(first):.2f} last_s={float(last):.2f} "
