@@ -13,7 +13,8 @@ during training steps, and every evaluation uses the same fixed validation windo
 reaches the target, nanoGPT's final validation loss (book.train.NANOGPT_CPU_FINAL_VAL).
 
 Writes book/results/modern_ladder.csv, one row per rung: name, parameters, steps, seconds and tokens to the
-target (empty if not reached), tokens per second, and the last validation loss. The last line reads
+target (empty if not reached), tokens per second, and the last validation loss; and modern_ladder_curves.csv beside it, every
+evaluation of every rung (rung, step, seconds, val). The last line reads
     rungs=<n> first_s=<course recipe's seconds> last_s=<modern recipe's seconds> last_ratio=<last/first>
 """
 from __future__ import annotations
@@ -28,6 +29,7 @@ from book.train import COURSE_CPU, NANOGPT_CPU_FINAL_VAL, race, time_to
 from book.utils import count_params
 
 RESULTS = ROOT / "book" / "results" / "modern_ladder.csv"
+CURVES_NAME = "modern_ladder_curves.csv"   # beside the results: every evaluation of every rung, for the chapter's plot
 FIELDS = ["rung", "params", "steps_to_target", "seconds_to_target", "tokens_to_target", "tokens_per_s", "last_val"]
 
 
@@ -82,6 +84,9 @@ def main(argv=None) -> None:
               f" | {rows[-1]['tokens_per_s']:7,} tokens/s | last val {rows[-1]['last_val']:.4f}", flush=True)
     if not args.quick:
         write_rows(args.out, FIELDS, rows)
+        points = [dict(rung=run.recipe.name, step=step, seconds=round(secs, 2), val=round(v, 4))
+                  for run, curve in zip(runs, curves) for step, secs, v in curve]
+        write_rows(args.out.with_name(CURVES_NAME), ["rung", "step", "seconds", "val"], points)
     first = rows[0]["seconds_to_target"] or runs[0].train_s
     last = rows[len(rungs) - 2]["seconds_to_target"] or runs[len(rungs) - 2].train_s   # the full modern rung
     print(f"rungs={len(rungs) - 1} first_s={float(first):.2f} last_s={float(last):.2f} "

@@ -3,6 +3,7 @@
 - `ToyTranslation`: a seeded "translation" between two small token languages with real reordering
   (the noun moves to the front of its phrase, the verb to the end of its clause). Chapters 2, 3, 8.
 - `recall_batch`: recall the token that followed a marker k steps ago. Chapter 2.
+- `needle_batch`: name the one value token among fillers, k steps before the end. Chapter 10.
 - `bites_batch`: "dog bites man" vs "man bites dog": who bites? Needs word order. Chapter 5.
 
 Shape legend (batch first): B batch, S source length, T target length (with BOS/EOS), V vocab.
@@ -18,7 +19,7 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 import torch
 
 __all__ = ["PAD", "BOS", "EOS", "SPECIALS", "LENGTH_BUCKETS", "TranslationBatch", "ToyTranslation",
-           "sequence_accuracy", "evaluate_translation", "recall_batch",
+           "sequence_accuracy", "evaluate_translation", "recall_batch", "needle_batch",
            "BITES_VOCAB", "bites_batch"]
 
 PAD, BOS, EOS = 0, 1, 2
@@ -303,6 +304,30 @@ def recall_batch(batch_size: int, seq_len: int, n_values: int = 8,
     rows = torch.arange(batch_size)
     x[rows, seq_len - k - 1] = n_values
     return x, x[rows, seq_len - k], k
+
+
+def needle_batch(batch_size: int, seq_len: int, n_values: int = 8,
+                 distance: Optional[int] = None, generator: Optional[torch.Generator] = None):
+    """A needle in filler: name the one value token, k steps before the end. Chapter 10.
+
+    Every position holds the filler token (id n_values) except one, which holds a value 0..n_values-1
+    k = distance steps before the end (k = 1: the last token). The answer is that value: a model can give
+    it only if its last position can see that far back (one attention layer reads it in one step).
+    Returns x (B, T) ids, y (B,) answers, k (B,) distances; k is uniform in 1..T unless given.
+    """
+    if seq_len < 1 or n_values < 2 or batch_size < 1:
+        raise ValueError(f"need seq_len >= 1, n_values >= 2, batch_size >= 1, got {seq_len}, "
+                         f"{n_values}, {batch_size}")
+    if distance is not None and not 1 <= distance <= seq_len:
+        raise ValueError(f"distance must be in 1..{seq_len} (1 = the last token), got {distance}")
+    x = torch.full((batch_size, seq_len), n_values)
+    y = torch.randint(0, n_values, (batch_size,), generator=generator)
+    if distance is None:
+        k = torch.randint(1, seq_len + 1, (batch_size,), generator=generator)
+    else:
+        k = torch.full((batch_size,), distance)
+    x[torch.arange(batch_size), seq_len - k] = y
+    return x, y, k
 
 
 # ---- who bites whom? (Chapter 5) ---------------------------------------------------------------

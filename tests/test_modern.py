@@ -106,7 +106,7 @@ def test_wsd_schedule_and_a_muon_recipe_run():
 def test_ddp_on_two_cpu_processes_equals_one_process():
     torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable)) or shutil.which("torchrun")
     assert torchrun, "torchrun comes with torch"
-    out = subprocess.run([torchrun, "--nproc_per_node=2", "--master_port=29517", str(ROOT / "tools" / "ddp_check.py")],
+    out = subprocess.run([torchrun, "--nproc_per_node=2", "--master_port=29517", "-m", "book.distributed"],
                          capture_output=True, text=True, timeout=240, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert out.returncode == 0, out.stdout + out.stderr[-2000:]
     assert "2 processes (gloo)" in out.stdout and "EQUAL" in out.stdout

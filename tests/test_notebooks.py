@@ -14,7 +14,7 @@ from nbtools import (CHAPTERS, ROOT, chapter_paths, colab_setup_source, is_solut
 
 CHAPTER_NAMES = ["01_next_token", "02_rnn_limits", "03_bahdanau_attention", "04_self_attention",
                  "05_positional_encoding", "06_multihead_block", "07_training_gpt", "08_encoder_decoder",
-                 "09_bert_gpt_t5"]
+                 "09_bert_gpt_t5", "10_modern_gpt"]
 PATHS = chapter_paths()
 
 

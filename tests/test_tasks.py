@@ -162,3 +162,23 @@ def test_alignment_is_the_permutation_behind_the_translation():
 def test_alignment_rejects_non_sentences(bad):
     with pytest.raises(ValueError, match="not a sentence"):
         TASK.alignment(bad.split())
+
+
+def test_needle_batch_puts_one_value_k_steps_before_the_end():
+    from book.tasks import needle_batch
+    x, y, k = needle_batch(32, 10, n_values=4, generator=torch.Generator().manual_seed(0))
+    assert x.shape == (32, 10) and y.shape == k.shape == (32,)
+    assert ((x != 4).sum(1) == 1).all()                         # exactly one needle per row, the rest filler
+    assert torch.equal(x[torch.arange(32), 10 - k], y) and ((k >= 1) & (k <= 10)).all()
+    x, y, k = needle_batch(3, 6, distance=6)                     # k = T: the very first token
+    assert torch.equal(x[:, 0], y) and (k == 6).all()
+
+
+@pytest.mark.parametrize("kwargs, match", [(dict(batch_size=2, seq_len=5, distance=6), "distance must be in 1..5"),
+                                           (dict(batch_size=2, seq_len=5, distance=0), "distance must be in"),
+                                           (dict(batch_size=0, seq_len=5), "batch_size >= 1"),
+                                           (dict(batch_size=2, seq_len=5, n_values=1), "n_values >= 2")])
+def test_needle_batch_bad_arguments(kwargs, match):
+    from book.tasks import needle_batch
+    with pytest.raises(ValueError, match=match):
+        needle_batch(**kwargs)

@@ -20,7 +20,7 @@ LAYERS = [
     ("maths and counts", ["attention", "positional", "ngram", "widgets", "diagrams"]),
     ("modules and blocks", ["layers", "rnn"]),
     ("models", ["models", "bert", "seq2seq", "transformer"]),
-    ("generation and training", ["generate", "train"]),
+    ("generation and training", ["generate", "train", "distributed"]),
     ("pre-training and fine-tuning", ["pretrain", "pretrained"]),
 ]
 

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """The course's training step under DistributedDataParallel, checked against one process. Chapter 10.
 
-    torchrun --nproc_per_node=2 tools/ddp_check.py            # two CPU processes, gloo backend
-    torchrun --nproc_per_node=8 tools/ddp_check.py --steps 3  # eight GPUs: NCCL, the same code
+    torchrun --nproc_per_node=2 -m book.distributed            # two CPU processes, gloo backend
+    torchrun --nproc_per_node=8 -m book.distributed --steps 3  # eight GPUs: NCCL, the same code
+
+It ships inside the package (not as a script beside it), so `-m book.distributed` works wherever `book` is
+installed: a clone, Colab, a cluster node.
 
 Every process builds the same GPT (same seed), takes its own slice of one global batch, and runs
 book.utils.train_step; DDP all-reduces (averages) the gradients during backward, so every process applies
@@ -15,18 +18,19 @@ import argparse
 import copy
 import os
 import sys
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from book.models import GPT, GPTConfig  # noqa: E402
-from book.utils import train_step  # noqa: E402
+from .models import GPT, GPTConfig
+from .utils import train_step
+
+__all__ = ["global_batch", "main"]
 
 
 def global_batch(step: int, batch: int, T: int, vocab: int):
+    """(x, y) of shape (batch, T): random token ids and their next tokens, the same on every process."""
     g = torch.Generator().manual_seed(1000 + step)   # the same global batch on every process
     ids = torch.randint(0, vocab, (batch, T + 1), generator=g)
     return ids[:, :-1], ids[:, 1:]
@@ -38,7 +42,9 @@ def main(argv=None) -> int:
     p.add_argument("--batch", type=int, default=8, help="global batch (split across processes)")
     p.add_argument("--tol", type=float, default=1e-5)
     args = p.parse_args(argv)
-    cuda = torch.cuda.is_available()
+    # NCCL with one GPU per process when there are enough GPUs; otherwise gloo on the CPU (e.g. two processes on
+    # a one-GPU Colab machine)
+    cuda = torch.cuda.is_available() and torch.cuda.device_count() >= int(os.environ.get("WORLD_SIZE", "1"))
     dist.init_process_group("nccl" if cuda else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}") if cuda else torch.device("cpu")
