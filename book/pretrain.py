@@ -26,10 +26,42 @@ from .objectives import IGNORE, PretrainVocab, mask_tokens, span_corrupt
 from .train import History, warmup_cosine
 from .utils import adamw, step_budget, train_step
 
-__all__ = ["FAMILIES", "objective_loss", "pretrain", "quote_windows", "fill_blank", "continuation_bits", "write",
+__all__ = ["FAMILIES", "family_configs", "build", "objective_loss", "pretrain", "quote_windows", "fill_blank", "continuation_bits", "write",
            "word_rate", "instruction_batch", "finetune", "answer"]
 
 FAMILIES = ("bert", "gpt", "t5")
+
+
+def family_configs(vocab_size: int, context_len: int = 64, width: int = 96, n_heads: int = 4, n_layers: int = 2):
+    """Chapter 9's three models, within 5 % of each other in parameters -> {"BERT", "GPT", "T5": config}.
+
+    BERT and GPT: n_layers layers of `width`; T5: n_layers encoder plus n_layers decoder layers of width * 2 / 3
+    (a decoder layer also holds cross-attention), embeddings shared and tied. All three rotate q and k (RoPE);
+    T5's cross-attention has no positions.
+    """
+    from .bert import EncoderConfig
+    from .models import GPTConfig
+    from .transformer import TransformerConfig
+
+    return {"BERT": EncoderConfig(vocab_size, context_len, d_model=width, n_heads=n_heads, n_layers=n_layers,
+                                  positions="rope"),
+            "GPT": GPTConfig(vocab_size, context_len, d_model=width, n_heads=n_heads, n_layers=n_layers,
+                             positions="rope"),
+            "T5": TransformerConfig(vocab_size, vocab_size, context_len, d_model=width * 2 // 3, n_heads=n_heads,
+                                    n_layers=n_layers, norm="pre", share_embeddings=True, tie_output=True,
+                                    pad_id=None, positions="rope")}
+
+
+def build(name: str, config):
+    """The model of family_configs' `name` ("BERT", "GPT" or "T5") from its config."""
+    from .bert import BERT
+    from .models import GPT
+    from .transformer import Transformer
+
+    builders = {"BERT": BERT, "GPT": GPT, "T5": Transformer}
+    if name not in builders:
+        raise ValueError(f"name must be one of {tuple(builders)}, got {name!r}")
+    return builders[name](config)
 
 
 def _check_family(family: str) -> None:

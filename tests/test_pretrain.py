@@ -191,3 +191,17 @@ def test_quote_windows_repeat_one_passage():
     h = pretrain(_models()["gpt"], "gpt", data, VOCAB, steps=3, batch_size=2, context_len=T, progress=False,
                  windows_fn=lambda g: quote_windows(data % VOCAB.n_chars, 2, T, g, 2, 4))
     assert len(h.train_loss) == 3
+
+
+def test_family_configs_are_within_five_percent_and_build():
+    from book.pretrain import build, family_configs
+    from book.utils import count_params
+    for width in (96, 192):                      # the chapter's CPU and GPU sizes
+        configs = family_configs(75, 64, width=width)
+        with torch.device("meta"):
+            sizes = {name: count_params(build(name, cfg)) for name, cfg in configs.items()}
+        assert all(abs(n / sizes["GPT"] - 1) <= 0.05 for n in sizes.values()), sizes
+        assert configs["T5"].d_model == width * 2 // 3 and configs["T5"].share_embeddings
+    assert isinstance(build("T5", family_configs(VOCAB.size, T, width=24, n_heads=2)["T5"]), Transformer)
+    with pytest.raises(ValueError, match="BERT"):
+        build("ELMo", family_configs(VOCAB.size, T)["GPT"])
