@@ -103,23 +103,27 @@ def pretrain(model, family: str, train_data: torch.Tensor, vocab: PretrainVocab,
              batch_size: int = 32, context_len: int = 64, lr: float = 8e-3, warmup: int = 30, grad_clip: float = 1.0,
              loss_fraction: float = 1.0, generator: Optional[torch.Generator] = None, device=None,
              eval_fn: Optional[Callable] = None, eval_every: int = 0, progress: bool = True,
-             windows_fn: Optional[Callable] = None) -> History:
+             windows_fn: Optional[Callable] = None, stop_after: Optional[int] = None) -> History:
     """Pre-train `model` with its family's objective on random windows of `train_data`; return its History.
 
     Chapter 7's course recipe: AdamW, linear warmup then cosine decay to lr / 10, gradients clipped. Every family
     reads the same context_len characters a step. History.val holds (step, eval_fn(model)) every eval_every
     steps and at the end (untimed); History.train_seconds counts the steps only. History.supervised (added here)
-    is the number of positions that carried a loss, summed over training.
+    is the number of positions that carried a loss, summed over training. stop_after=n runs only the first n steps
+    of the `steps`-step schedule: the same learning rates as a full run's first n steps, at n / steps of the cost.
     """
     from tqdm.auto import tqdm
 
     _check_family(family)
     steps = step_budget(steps)
+    if stop_after is not None and (isinstance(stop_after, bool) or not isinstance(stop_after, int) or stop_after < 1):
+        raise ValueError(f"stop_after must be a positive int (steps of the schedule to run), got {stop_after!r}")
+    last = steps if stop_after is None else min(stop_after, steps)
     generator = generator if generator is not None else torch.Generator().manual_seed(0)
     opt = adamw(model, lr)
     hist, hist.supervised = History(), 0
     model.train()
-    for step in tqdm(range(steps), desc=f"pre-training {family}", disable=not progress, mininterval=1.0):
+    for step in tqdm(range(last), desc=f"pre-training {family}", disable=not progress, mininterval=1.0):
         t0 = time.perf_counter()
         for group in opt.param_groups:
             group["lr"] = warmup_cosine(step, steps, warmup, lr, lr / 10)
@@ -133,7 +137,7 @@ def pretrain(model, family: str, train_data: torch.Tensor, vocab: PretrainVocab,
         hist.train_loss.append(train_step(opt, loss, model.parameters(), grad_clip))
         hist.train_seconds += time.perf_counter() - t0
         hist.supervised += n
-        if eval_fn is not None and (step == steps - 1 or (eval_every and (step + 1) % eval_every == 0)):
+        if eval_fn is not None and (step == last - 1 or (eval_every and (step + 1) % eval_every == 0)):
             model.eval()
             hist.val.append((step + 1, eval_fn(model)))
             model.train()

@@ -63,6 +63,24 @@ def test_pretrain_lowers_the_loss_and_records_history(family):
     assert sum(h.train_loss[-10:]) / 10 < sum(h.train_loss[:10]) / 10
 
 
+def test_stop_after_runs_the_first_steps_of_the_same_schedule():
+    """stop_after=n gives exactly the model a full run has after its first n steps (same learning rates, windows)."""
+    data = torch.arange(400) % 7
+    runs = {}
+    for stop in (None, 15):
+        torch.manual_seed(0)
+        model = GPT(GPTConfig(VOCAB.size, context_len=T, d_model=16, n_heads=2, n_layers=1))
+        runs[stop] = (model, pretrain(model, "gpt", data, VOCAB, steps=40, batch_size=4, context_len=T,
+                                      progress=False, eval_fn=lambda m: 0.0, eval_every=10, stop_after=stop))
+    full, part = runs[None][1], runs[15][1]
+    assert len(part.train_loss) == 15 and [s for s, _ in part.val] == [10, 15]
+    assert part.train_loss == full.train_loss[:15]          # same windows, same learning rates, same losses
+    assert part.supervised == 15 * 4 * T
+    for bad in (0, -3, 2.5, True):
+        with pytest.raises(ValueError, match="stop_after"):
+            pretrain(runs[15][0], "gpt", data, VOCAB, steps=40, context_len=T, progress=False, stop_after=bad)
+
+
 @pytest.mark.parametrize("family", ["bert", "gpt", "t5"])
 def test_fill_blank_returns_characters(family):
     out = fill_blank(_models()[family], family, _windows(3, T), 5, VOCAB, candidates=4)
