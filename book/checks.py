@@ -1,0 +1,112 @@
+"""The one validation idiom of the package: a few small checks that say what was expected.
+
+Every public function and config of `book` validates its arguments with these, so a learner who passes a wrong
+value reads one clear sentence ("n_heads must be a positive int, got 0") instead of a stack trace from deep inside
+PyTorch. Each check returns the value it accepted, so it can be used inline:
+
+    self.n_heads = positive_int(n_heads=n_heads)
+    positive_int(d_model=d_model, n_heads=n_heads)        # several at once, returns None
+"""
+from __future__ import annotations
+
+from numbers import Real
+from typing import Optional
+
+import torch
+
+__all__ = ["positive_int", "optional_positive_int", "non_negative_int", "probability", "positive_number",
+           "one_of", "divides", "token_ids", "tensor_dims"]
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, Real) and not isinstance(v, bool)
+
+
+def _one(fields: dict):
+    return next(iter(fields.values())) if len(fields) == 1 else None
+
+
+def positive_int(**fields):
+    """Each keyword must be an int >= 1 (bools refused). Returns the value when given one keyword."""
+    for name, v in fields.items():
+        if not _is_int(v) or v < 1:
+            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    return _one(fields)
+
+
+def optional_positive_int(**fields):
+    """Each keyword must be None or an int >= 1."""
+    for name, v in fields.items():
+        if v is not None and (not _is_int(v) or v < 1):
+            raise ValueError(f"{name} must be a positive int or None, got {v!r}")
+    return _one(fields)
+
+
+def non_negative_int(**fields):
+    """Each keyword must be an int >= 0."""
+    for name, v in fields.items():
+        if not _is_int(v) or v < 0:
+            raise ValueError(f"{name} must be an int >= 0, got {v!r}")
+    return _one(fields)
+
+
+def probability(*, closed: bool = False, **fields):
+    """Each keyword must be a number in [0, 1) (dropout, masking rates), or [0, 1] with closed=True."""
+    for name, v in fields.items():
+        ok = _is_number(v) and (0 <= v <= 1 if closed else 0 <= v < 1)
+        if not ok:
+            raise ValueError(f"{name} must lie in [0, 1{']' if closed else ')'}, got {v!r}")
+    return _one(fields)
+
+
+def positive_number(*, allow_zero: bool = False, **fields):
+    """Each keyword must be a finite number > 0 (or >= 0 with allow_zero=True)."""
+    for name, v in fields.items():
+        ok = _is_number(v) and v == v and abs(v) != float("inf") and (v >= 0 if allow_zero else v > 0)
+        if not ok:
+            raise ValueError(f"{name} must be a number {'>= 0' if allow_zero else '> 0'}, got {v!r}")
+    return _one(fields)
+
+
+def one_of(choices, **fields):
+    """Each keyword must be one of `choices`."""
+    choices = tuple(choices)
+    for name, v in fields.items():
+        if v not in choices:
+            raise ValueError(f"{name} must be one of {choices}, got {v!r}")
+    return _one(fields)
+
+
+def divides(a_name: str, a: int, b_name: str, b: int) -> None:
+    """b must be divisible by a, e.g. divides("n_heads", 4, "d_model", 130) raises."""
+    if b % a:
+        raise ValueError(f"{b_name} must be divisible by {a_name}, got {b_name}={b} and {a_name}={a}")
+
+
+def tensor_dims(t, dims, name: str = "tensor") -> torch.Tensor:
+    """`t` must be a tensor with `dims` dimensions (an int or a tuple of allowed ints)."""
+    allowed = (dims,) if _is_int(dims) else tuple(dims)
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dim() not in allowed:
+        want = " or ".join(f"{d}-D" for d in allowed)
+        raise ValueError(f"{name} must be {want}, got shape {tuple(t.shape)}")
+    return t
+
+
+def token_ids(ids, vocab_size: Optional[int] = None, name: str = "token ids") -> torch.Tensor:
+    """`ids` must be an integer tensor with every id in [0, vocab_size). One device sync; call it once per call
+    of a public function, not inside a training step."""
+    if not isinstance(ids, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of integer ids, got {type(ids).__name__}")
+    if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integer ids (torch.long), got dtype {ids.dtype}")
+    if vocab_size is not None and ids.numel():
+        lo, hi = int(ids.min()), int(ids.max())
+        if lo < 0 or hi >= vocab_size:
+            raise ValueError(f"{name} must lie in [0, {vocab_size}), got values from {lo} to {hi}")
+    return ids
