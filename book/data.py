@@ -7,7 +7,9 @@ One loader, one cache, one split: the first 90 % of characters train, the last 1
 """
 from __future__ import annotations
 
+import ast
 import hashlib
+import json
 import os
 import urllib.request
 from pathlib import Path
@@ -15,11 +17,14 @@ from typing import Optional, Tuple
 
 import torch
 
-__all__ = ["SHAKESPEARE_URL", "SHAKESPEARE_SHA256", "load_shakespeare", "shakespeare_split", "get_batch"]
+__all__ = ["SHAKESPEARE_URL", "SHAKESPEARE_SHA256", "load_shakespeare", "shakespeare_split", "get_batch",
+           "GLUE_DIR", "recorded_glue"]
 
 SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 SHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
 FILENAME = "tinyshakespeare.txt"
+# what each chapter glued when tools/execute.py last ran it, one <chapter stem>.json each (package data)
+GLUE_DIR = Path(__file__).resolve().parent / "results" / "glue"
 
 
 def cache_dir() -> Path:
@@ -99,3 +104,27 @@ def get_batch(data: torch.Tensor, batch_size: int, context_len: int,
     if device is not None:
         x, y = x.to(device), y.to(device)
     return x, y
+
+
+def recorded_glue(chapter: str) -> dict:
+    """{name: value} of everything `chapter` glued when tools/execute.py last executed it. Chapter 8.
+
+    `chapter` is the notebook's stem, e.g. "03_bahdanau_attention". The executor records each glued value's text
+    (book/results/glue/<chapter>.json, shipped with the package); it comes back as the Python value it was:
+    "'92%'" as the string '92%', "{(3, 7): (0.92, 1.0)}" as that dict. A later chapter reads an earlier one's
+    results this way, from data and not from printed text.
+    """
+    if not isinstance(chapter, str) or not chapter or "/" in chapter or chapter.endswith(".ipynb"):
+        raise ValueError(f"chapter must be a notebook's stem such as '03_bahdanau_attention', got {chapter!r}")
+    path = GLUE_DIR / f"{chapter}.json"
+    if not path.is_file():
+        known = sorted(p.stem for p in GLUE_DIR.glob("*.json"))
+        raise FileNotFoundError(f"no recorded glue for chapter {chapter!r} ({path} is missing; recorded: {known}). "
+                                f"Record it with: python tools/execute.py --record-only chapters/{chapter}.ipynb")
+    values = {}
+    for name, text in json.loads(path.read_text())["values"].items():
+        try:
+            values[name] = ast.literal_eval(text)
+        except (ValueError, SyntaxError):   # a value whose text is not a Python literal stays text
+            values[name] = text
+    return values

@@ -6,11 +6,13 @@
     python tools/execute.py --no-write ...       # run and time only (e.g. on a GPU), keep files
     python tools/execute.py --render-only ...    # no run: render the prose from the stored glue values
     python tools/execute.py --templates ...      # no run: put the MyST templates back into the cells, to edit
+    python tools/execute.py --record-only ...    # no run: record the stored glue values (book/results/glue)
 
 Stores outputs and ipywidgets state, strips volatile metadata (timestamps), renders the prose (glued
 values written into the markdown, the MyST kept as each cell's template, see tools/render.py), records
 each chapter's wall time in chapters/_generated/runtimes.json and the tables runtimes.md and
-leaderboard.md there, that the intro and recap pages include.
+leaderboard.md there, that the intro and recap pages include, and each chapter's glued values in
+book/results/glue/<chapter>.json, where later chapters read them (book.data.recorded_glue).
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = ROOT / "chapters"
 GENERATED = CHAPTERS / "_generated"
 RUNTIMES = GENERATED / "runtimes.json"
+GLUE_RECORDS = ROOT / "book" / "results" / "glue"   # book.data.GLUE_DIR (tests/test_execute.py ties them)
 LEADERBOARD_MIME = "application/vnd.book.leaderboard+json"
 
 
@@ -72,6 +75,17 @@ def rewrite(path: Path, change) -> bool:
     return True
 
 
+def record_glue(path: Path, nb) -> Path:
+    """Write the notebook's glued values (their text/plain) to book/results/glue/<chapter>.json; return that path."""
+    values = {name: bundle["text/plain"] for name, bundle in render.glue_values(nb).items() if "text/plain" in bundle}
+    target = GLUE_RECORDS / f"{path.stem}.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    record = {"chapter": path.stem, "source": "tools/execute.py, from the glue outputs of the committed notebook",
+              "values": values}
+    target.write_text(json.dumps(record, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+    return target
+
+
 def leaderboard_rows(nb) -> list:
     rows = []
     for cell in nb.cells:
@@ -108,9 +122,15 @@ def main(argv=None) -> int:
                       help="no run: render the prose from the glue values stored in the outputs")
     mode.add_argument("--templates", action="store_true",
                       help="no run: write each markdown cell's MyST template back as its text, for editing")
+    mode.add_argument("--record-only", action="store_true",
+                      help="no run: record the glue values stored in the outputs in book/results/glue")
     ap.add_argument("--timeout", type=int, default=900, help="seconds per cell")
     args = ap.parse_args(argv)
     paths = args.notebooks or sorted(CHAPTERS.glob("[0-9][0-9]_*.ipynb"))
+    if args.record_only:
+        for path in paths:
+            print(f"{path}: recorded in {record_glue(path, nbformat.read(path, as_version=4))}", flush=True)
+        return 0
     if args.render_only or args.templates:
         change = render.restore_templates if args.templates else render.render_notebook
         status = 0
@@ -141,6 +161,7 @@ def main(argv=None) -> int:
         if args.no_write:
             continue
         nbformat.write(nb, path)
+        record_glue(path, nb)
         entry = runtimes.setdefault(path.stem, {})
         entry[f"{device}_s"] = round(seconds, 1)
         entry["machine"] = f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}"
