@@ -11,7 +11,6 @@ from typing import Dict, Optional, Sequence
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 __all__ = ["bigram_counts", "bigram_log_probs", "BigramLM", "ngram_stats", "nll_bits", "sample_bigram",
            "ngram_counts", "ngram_log_prob", "ngram_bits", "check_ngram_log_prob"]

@@ -63,7 +63,8 @@ def _control(values, index, description):
 
 
 def _readout(values, control, index):
-    """The slider's value in full beside it: a Stack of labels jslinked to it (8), or one label the kernel updates (7)."""
+    """The slider's value in full beside it: a Stack of labels jslinked to it (ipywidgets 8), or one label the
+    kernel updates (ipywidgets 7)."""
     labels = [widgets.HTML(value=f"<b>{html.escape(str(v))}</b>") for v in values]
     if has_stack():
         stack = widgets.Stack(labels, selected_index=index)

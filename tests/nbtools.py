@@ -11,7 +11,7 @@ import nbformat
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
-from render import is_solution  # noqa: E402  (a solution code cell, as tools/render.py knows it)
+from render import is_solution  # noqa: E402, F401  (a solution code cell, as tools/render.py knows it; re-exported)
 CHAPTERS = ROOT / "chapters"
 
 
@@ -55,7 +55,8 @@ def colab_setup_source(url: str) -> str:
             "import sys\n"
             "if \"google.colab\" in sys.modules:\n"
             "    import subprocess\n"
-            f"    subprocess.run([sys.executable, \"-m\", \"pip\", \"install\", \"-q\", \"git+{url}@main\"], check=True)")
+            "    subprocess.run([sys.executable, \"-m\", \"pip\", \"install\", \"-q\", "
+            f"\"git+{url}@main\"], check=True)")
 
 
 def prose_template(cell) -> str:
@@ -125,7 +126,7 @@ def glue_drift_report(chapter: str, committed_outputs, fresh_outputs) -> list:
     """One line per glued value of a cell that is missing from, or drifted in, a fresh run."""
     old, new = glued(committed_outputs), glued(fresh_outputs)
     problems = []
-    for name, (text, spec) in old.items():
+    for name, (text, _) in old.items():
         if name not in new:
             problems.append(f"{chapter}: glue {name!r} (committed {text}) was not glued by the fresh run")
             continue

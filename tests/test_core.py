@@ -1,5 +1,4 @@
 """Unit tests for book.utils, book.data and book.tokenizers."""
-import os
 
 import pytest
 import torch

@@ -17,7 +17,9 @@ def test_every_role_draws_and_unknown_roles_are_refused():
     d = Diagram(len(ROLES) * 1.5, 2, title="roles")
     for i, role in enumerate(ROLES):
         d.box(0.75 + 1.5 * i, 1, role, role=role)
-    d.arrow((0.5, 0.3), (2, 0.3), text="a"); d.circle(1, 1.6); d.group(0.1, 0.1, 3, 1.9, "x N")
+    d.arrow((0.5, 0.3), (2, 0.3), text="a")
+    d.circle(1, 1.6)
+    d.group(0.1, 0.1, 3, 1.9, "x N")
     assert len(d.ax.patches) == len(ROLES) + 3
     with pytest.raises(ValueError, match="role must be one of"):
         d.box(1, 1, "x", role="attention")

@@ -6,10 +6,10 @@ import sys
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook, new_output
+from nbtools import ROOT
 
 from book import data
 from book.tasks import LENGTH_BUCKETS
-from nbtools import ROOT
 
 sys.path.insert(0, str(ROOT / "tools"))
 import execute  # noqa: E402
@@ -78,5 +78,6 @@ def test_the_executor_and_the_package_agree():
 
 
 def test_the_records_ship_with_the_package():
-    package_data = next(line for line in (ROOT / "pyproject.toml").read_text().splitlines() if line.startswith("book = ["))
+    lines = (ROOT / "pyproject.toml").read_text().splitlines()
+    package_data = next(line for line in lines if line.startswith("book = ["))
     assert '"results/glue/*.json"' in package_data
