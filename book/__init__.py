@@ -1,8 +1,13 @@
 """`book`: the helper package of the course "Transformers, Gap by Gap".
 
-Organised by concept: utils, data, tokenizers, ngram, train, plots, widgets, and later
-attention, positional, layers, models, generate, rnn, seq2seq, tasks, transformer, objectives, bert, pretrain,
-pretrained.
+Organised by concept, in layers that import only downwards (tests/test_layering.py, tools/draw_package.py):
+- argument checks: checks (the one validation idiom);
+- foundations: utils, data, tokenizers, tasks, objectives, plots, optim;
+- maths and counts: attention, positional, ngram, widgets, diagrams;
+- modules and blocks: layers, rnn;
+- models: models (the GPT), bert, seq2seq, transformer;
+- generation and training: generate, train, distributed;
+- pre-training and fine-tuning: pretrain, pretrained.
 """
 from .utils import (check_shape, claim, count_params, get_device, glue, gpu_scale, seed_everything, set_threads,
                     smoke_run, step_budget, timed)

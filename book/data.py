@@ -17,6 +17,8 @@ from typing import Optional, Tuple
 
 import torch
 
+from .checks import positive_int, tensor_dims
+
 __all__ = ["SHAKESPEARE_URL", "SHAKESPEARE_SHA256", "load_shakespeare", "shakespeare_split", "get_batch",
            "GLUE_DIR", "recorded_glue"]
 
@@ -91,10 +93,8 @@ def get_batch(data: torch.Tensor, batch_size: int, context_len: int,
 
     Example: data = [5, 6, 7, 8], context_len 2 -> x could be [[6, 7]] with y [[7, 8]].
     """
-    if data.dim() != 1:
-        raise ValueError(f"data should be a 1-D tensor of token ids, got shape {tuple(data.shape)}")
-    if batch_size < 1 or context_len < 1:
-        raise ValueError(f"batch_size and context_len must be >= 1, got {batch_size}, {context_len}")
+    tensor_dims(data, 1, "data (a 1-D tensor of token ids)")
+    positive_int(batch_size=batch_size, context_len=context_len)
     if len(data) <= context_len:
         raise ValueError(f"data has {len(data)} tokens, need more than context_len={context_len}")
     starts = torch.randint(len(data) - context_len, (batch_size,), generator=generator)

@@ -28,6 +28,7 @@ from typing import Optional, Sequence, Tuple
 from matplotlib.figure import Figure
 from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch
 
+from .checks import one_of, positive_number
 from .plots import SCREEN_DPI
 
 __all__ = ["Diagram", "ROLES", "UNIT_INCH"]
@@ -48,18 +49,14 @@ FONT = 9
 
 
 def _role(role: str) -> Tuple[str, str]:
-    if role not in ROLES:
-        raise ValueError(f"role must be one of {sorted(ROLES)}, got {role!r}")
-    return ROLES[role]
+    return ROLES[one_of(sorted(ROLES), role=role)]
 
 
 class Diagram:
     """A blank canvas of width x height grid units with helpers for boxes, arrows, circles and labels."""
 
     def __init__(self, width: float, height: float, title: str = ""):
-        for name, v in (("width", width), ("height", height)):
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
-                raise ValueError(f"{name} must be a positive number of grid units, got {v!r}")
+        positive_number(width=width, height=height)   # in grid units
         self.width, self.height = width, height
         extra = 0.45 if title else 0.0   # inches for the title
         self.figure = Figure(figsize=(width * UNIT_INCH, height * UNIT_INCH + extra), dpi=SCREEN_DPI)

@@ -12,24 +12,31 @@ from typing import Dict, Optional, Sequence
 import torch
 import torch.nn as nn
 
+from .checks import non_negative_int, positive_int, positive_number, tensor_dims, token_ids
+
 __all__ = ["bigram_counts", "bigram_log_probs", "BigramLM", "ngram_stats", "nll_bits", "sample_bigram",
            "ngram_counts", "ngram_log_prob", "ngram_bits", "check_ngram_log_prob"]
 
 
+def _transitions(ids, vocab_size: int) -> None:
+    """ids: a 1-D tensor of at least two ids (one transition), each in [0, vocab_size): a negative id would
+    silently index a table from the end."""
+    tensor_dims(ids, 1, "ids")
+    if len(ids) < 2:
+        raise ValueError(f"ids should be a 1-D tensor with at least 2 tokens (one transition), got {tuple(ids.shape)}")
+    token_ids(ids, vocab_size, "ids")
+
+
 def bigram_counts(ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
     """(V, V) table: counts[a, b] = how often token b follows token a in `ids` (1-D)."""
-    if ids.dim() != 1 or len(ids) < 2:
-        raise ValueError(f"ids should be a 1-D tensor with at least 2 tokens, got shape {tuple(ids.shape)}")
-    if int(ids.min()) < 0 or int(ids.max()) >= vocab_size:
-        raise ValueError(f"ids must lie in [0, {vocab_size})")
+    _transitions(ids, positive_int(vocab_size=vocab_size))
     flat = ids[:-1] * vocab_size + ids[1:]
     return torch.bincount(flat, minlength=vocab_size * vocab_size).view(vocab_size, vocab_size)
 
 
 def bigram_log_probs(counts: torch.Tensor, smoothing: float = 1.0) -> torch.Tensor:
     """Row-normalised log-probabilities log P(next | current) with add-`smoothing` counts, (V, V)."""
-    if smoothing < 0:
-        raise ValueError(f"smoothing must be >= 0, got {smoothing}")
+    positive_number(smoothing=smoothing, allow_zero=True)
     p = counts.double() + smoothing
     return (p / p.sum(dim=1, keepdim=True)).log().float()
 
@@ -42,8 +49,7 @@ class BigramLM(nn.Module):
 
     def __init__(self, vocab_size: int):
         super().__init__()
-        if vocab_size < 1:
-            raise ValueError(f"vocab_size must be >= 1, got {vocab_size}")
+        positive_int(vocab_size=vocab_size)
         self.logits = nn.Embedding(vocab_size, vocab_size)
         nn.init.zeros_(self.logits.weight)   # start from the uniform distribution
 
@@ -54,8 +60,7 @@ class BigramLM(nn.Module):
 def sample_bigram(log_probs: torch.Tensor, start: int, n: int,
                   generator: Optional[torch.Generator] = None) -> list:
     """Draw `n` tokens after `start` from a (V, V) table of log-probabilities."""
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
+    non_negative_int(n=n)
     V = log_probs.shape[0]
     try:
         start = operator.index(start)  # an int or an integer tensor element; never a float
@@ -78,8 +83,7 @@ def ngram_stats(train: Sequence, val: Sequence, n: int) -> Dict[str, float]:
     n-grams stored), "full_table" (V**(n-1) * V cells a dense table would need, V from train),
     "unseen_rate" (fraction of val positions whose (n-1)-token context never occurred in train)}.
     """
-    if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
+    positive_int(n=n)
     grams, contexts = ngram_counts(train, n)
     k = n - 1
     V = len(set(train))
@@ -93,12 +97,7 @@ def nll_bits(log_probs: torch.Tensor, ids: torch.Tensor) -> float:
     """Mean negative log-likelihood of a 1-D token tensor under a bigram table, in bits per token."""
     if log_probs.dim() != 2 or log_probs.shape[0] != log_probs.shape[1]:
         raise ValueError(f"log_probs should be a (V, V) table, got shape {tuple(log_probs.shape)}")
-    if not isinstance(ids, torch.Tensor) or ids.dim() != 1 or len(ids) < 2:
-        got = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
-        raise ValueError(f"ids should be a 1-D tensor with at least 2 tokens (one transition), got {got}")
-    V = log_probs.shape[0]
-    if int(ids.min()) < 0 or int(ids.max()) >= V:  # a negative id would silently index from the end
-        raise ValueError(f"ids must lie in [0, {V}), got ids from {int(ids.min())} to {int(ids.max())}")
+    _transitions(ids, log_probs.shape[0])
     lp = log_probs[ids[:-1], ids[1:]]
     return float(-lp.mean() / math.log(2))
 
@@ -106,8 +105,7 @@ def nll_bits(log_probs: torch.Tensor, ids: torch.Tensor) -> float:
 def ngram_log_prob(counts: Counter, context_counts: Counter, context: tuple, token, vocab_size: int,
                    k: float = 0.1) -> float:
     """log P(token | context) with add-k smoothing: (c(context, token) + k) / (c(context) + k V)."""
-    if k <= 0:
-        raise ValueError(f"k must be > 0 so unseen n-grams keep some probability, got {k}")
+    positive_number(k=k)   # > 0, so that unseen n-grams keep some probability
     num = counts.get(tuple(context) + (token,), 0) + k
     den = context_counts.get(tuple(context), 0) + k * vocab_size
     return math.log(num / den)
@@ -115,8 +113,7 @@ def ngram_log_prob(counts: Counter, context_counts: Counter, context: tuple, tok
 
 def ngram_counts(ids: Sequence, n: int):
     """(Counter of n-grams, Counter of their (n-1)-token contexts) over a token sequence."""
-    if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
+    positive_int(n=n)
     grams = Counter(tuple(ids[i:i + n]) for i in range(len(ids) - n + 1))
     contexts = Counter()
     for g, c in grams.items():
@@ -126,12 +123,9 @@ def ngram_counts(ids: Sequence, n: int):
 
 def ngram_bits(train: Sequence, val: Sequence, n: int, vocab_size: int, k: float = 0.1) -> float:
     """Validation cross-entropy (bits per token) of an add-k smoothed order-n model."""
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise ValueError(f"n must be a positive int, got {n!r}")
+    positive_int(n=n, vocab_size=vocab_size)
     if len(val) < n:
         raise ValueError(f"val must hold at least n = {n} tokens to score one {n}-gram, got {len(val)}")
-    if vocab_size < 1:
-        raise ValueError(f"vocab_size must be >= 1, got {vocab_size}")
     grams, contexts = ngram_counts(train, n)
     total = 0.0
     for i in range(n - 1, len(val)):

@@ -18,6 +18,8 @@ from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 
+from .checks import positive_int, positive_number, probability, tensor_dims, token_ids
+
 __all__ = ["IGNORE", "PretrainVocab", "MaskedBatch", "SpanBatch", "causal_lm_batch", "mask_tokens",
            "span_lengths", "span_corrupt", "span_layout", "check_mask_tokens"]
 
@@ -31,10 +33,7 @@ class PretrainVocab:
     n_sentinels: int = 16
 
     def __post_init__(self):
-        for name in ("n_chars", "n_sentinels"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"{name} must be a positive int, got {v!r}")
+        positive_int(n_chars=self.n_chars, n_sentinels=self.n_sentinels)
 
     @property
     def pad(self) -> int:
@@ -72,21 +71,11 @@ class PretrainVocab:
         return [*chars, "[PAD]", "[MASK]", "[BOS]", "[EOS]", *(f"<X{i}>" for i in range(self.n_sentinels))]
 
 
-def _check_ids(ids, vocab: PretrainVocab, name: str = "ids") -> None:
-    if not isinstance(ids, torch.Tensor) or ids.dtype.is_floating_point or ids.dtype == torch.bool:
-        got = ids.dtype if isinstance(ids, torch.Tensor) else type(ids).__name__
-        raise TypeError(f"{name} must be an integer tensor of character ids, got {got}")
-    if ids.dim() != 2 or ids.shape[1] < 2:
-        raise ValueError(f"{name} should have shape (B, T) with T >= 2, got {tuple(ids.shape)}")
-    if int(ids.min()) < 0 or int(ids.max()) >= vocab.n_chars:
-        raise ValueError(f"{name} must hold character ids in [0, {vocab.n_chars}) (no specials yet), got ids from "
-                         f"{int(ids.min())} to {int(ids.max())}")
-
-
-def _check_fraction(name: str, p, allow_zero: bool = False) -> None:
-    ok = isinstance(p, (int, float)) and not isinstance(p, bool) and (0 <= p if allow_zero else 0 < p) and p < 1
-    if not ok:
-        raise ValueError(f"{name} must lie in {'[0' if allow_zero else '(0'}, 1), got {p!r}")
+def _character_windows(ids, vocab: PretrainVocab) -> None:
+    """ids: (B, T) windows, T >= 2, of character ids only (the specials come in later)."""
+    token_ids(tensor_dims(ids, 2, "ids (B, T)"), vocab.n_chars, "ids (character ids, no specials yet)")
+    if ids.shape[1] < 2:
+        raise ValueError(f"ids should have shape (B, T) with T >= 2, got {tuple(ids.shape)}")
 
 
 def causal_lm_batch(ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -111,10 +100,9 @@ def mask_tokens(ids: torch.Tensor, vocab: PretrainVocab, p: float = 0.15, *, mas
     """BERT's masking: each position is chosen with probability p; a chosen position becomes [MASK] with
     probability mask_frac, a random character with probability random_frac, and stays unchanged otherwise.
     The loss is taken at chosen positions only. ids (B, T) character ids."""
-    _check_ids(ids, vocab)
-    _check_fraction("p", p)
-    _check_fraction("mask_frac", mask_frac, allow_zero=True)
-    _check_fraction("random_frac", random_frac, allow_zero=True)
+    _character_windows(ids, vocab)
+    positive_number(p=p)
+    probability(p=p, mask_frac=mask_frac, random_frac=random_frac)
     if mask_frac + random_frac > 1:
         raise ValueError(f"mask_frac + random_frac must be at most 1, got {mask_frac} + {random_frac}")
     dev = ids.device
@@ -144,8 +132,10 @@ def span_lengths(total: int, n_parts: int, rng: torch.Generator) -> List[int]:
 def span_layout(T: int, noise: float = 0.15, mean_span: float = 3.0) -> Tuple[int, int]:
     """(noise tokens, spans) for a window of T tokens: round(T * noise) tokens in round(noise tokens / mean_span)
     spans, at least one of each, as in T5."""
-    _check_fraction("noise", noise)
-    if not isinstance(mean_span, (int, float)) or isinstance(mean_span, bool) or mean_span < 1:
+    positive_number(noise=noise)
+    probability(noise=noise)
+    positive_number(mean_span=mean_span)
+    if mean_span < 1:
         raise ValueError(f"mean_span must be a number >= 1, got {mean_span!r}")
     n_noise = min(max(int(round(T * noise)), 1), T - 1)
     n_spans = max(int(round(n_noise / mean_span)), 1)
@@ -167,7 +157,7 @@ def span_corrupt(ids: torch.Tensor, vocab: PretrainVocab, noise: float = 0.15, m
     """T5's span corruption of windows ids (B, T) (Raffel et al. 2019, section 3.1.4). Every window of length T
     has the same number of noise tokens and spans (span_layout), so the batch needs no padding: spans alternate
     with kept runs, the window starting with a kept run, and the lengths of both are drawn at random."""
-    _check_ids(ids, vocab)
+    _character_windows(ids, vocab)
     B, T = ids.shape
     n_noise, n_spans = span_layout(T, noise, mean_span)
     if n_spans + 1 > vocab.n_sentinels:

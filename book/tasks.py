@@ -18,6 +18,8 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 
+from .checks import non_negative_int, optional_positive_int, positive_int, probability
+
 __all__ = ["PAD", "BOS", "EOS", "SPECIALS", "LENGTH_BUCKETS", "TranslationBatch", "ToyTranslation",
            "sequence_accuracy", "evaluate_translation", "recall_batch", "needle_batch",
            "BITES_VOCAB", "bites_batch"]
@@ -71,9 +73,9 @@ class ToyTranslation:
             raise ValueError("the word lists must be disjoint and without repeats")
         if not (self.nouns and self.adjectives and self.verbs):
             raise ValueError("need at least one noun, adjective and verb")
-        if not 0 <= self.max_adjectives <= len(self.adjectives):
+        if not non_negative_int(max_adjectives=self.max_adjectives) <= len(self.adjectives):
             raise ValueError(f"max_adjectives must be in 0..{len(self.adjectives)}, got {self.max_adjectives}")
-        if not 0 < self.test_percent < 100:
+        if not positive_int(test_percent=self.test_percent) < 100:
             raise ValueError(f"test_percent must be in 1..99, got {self.test_percent}")
 
     # ---- vocabularies -------------------------------------------------------------------
@@ -231,9 +233,9 @@ class ToyTranslation:
     def train_batch(self, batch_size: int, min_len: int, max_len: int,
                     generator: Optional[torch.Generator] = None) -> TranslationBatch:
         """A random training batch, lengths uniform in [min_len, max_len], never a test sentence."""
-        if batch_size < 1 or not self.min_len <= min_len <= max_len:
-            raise ValueError(f"need batch_size >= 1 and {self.min_len} <= min_len <= max_len, "
-                             f"got {batch_size}, {min_len}, {max_len}")
+        positive_int(batch_size=batch_size, min_len=min_len, max_len=max_len)
+        if not self.min_len <= min_len <= max_len:
+            raise ValueError(f"need {self.min_len} <= min_len <= max_len, got min_len={min_len}, max_len={max_len}")
         rng = _rng(generator)
         return self.make_batch([self.sample_split(rng, rng.randint(min_len, max_len), "train")
                                 for _ in range(batch_size)])
@@ -291,10 +293,10 @@ def recall_batch(batch_size: int, seq_len: int, n_values: int = 8,
     the value right after the marker, which sits k = distance steps before the end (k = 1: last token).
     Returns x (B, T) ids, y (B,) answers, k (B,) distances; k is uniform in 1..T-1 unless given.
     """
-    if seq_len < 2 or n_values < 2 or batch_size < 1:
-        raise ValueError(f"need seq_len >= 2, n_values >= 2, batch_size >= 1, got {seq_len}, "
-                         f"{n_values}, {batch_size}")
-    if distance is not None and not 1 <= distance <= seq_len - 1:
+    positive_int(batch_size=batch_size, seq_len=seq_len, n_values=n_values)
+    if seq_len < 2 or n_values < 2:
+        raise ValueError(f"need seq_len >= 2 and n_values >= 2, got seq_len={seq_len}, n_values={n_values}")
+    if distance is not None and optional_positive_int(distance=distance) > seq_len - 1:
         raise ValueError(f"distance must be in 1..{seq_len - 1}, got {distance}")
     x = torch.randint(0, n_values, (batch_size, seq_len), generator=generator)
     if distance is None:
@@ -315,10 +317,10 @@ def needle_batch(batch_size: int, seq_len: int, n_values: int = 8,
     it only if its last position can see that far back (one attention layer reads it in one step).
     Returns x (B, T) ids, y (B,) answers, k (B,) distances; k is uniform in 1..T unless given.
     """
-    if seq_len < 1 or n_values < 2 or batch_size < 1:
-        raise ValueError(f"need seq_len >= 1, n_values >= 2, batch_size >= 1, got {seq_len}, "
-                         f"{n_values}, {batch_size}")
-    if distance is not None and not 1 <= distance <= seq_len:
+    positive_int(batch_size=batch_size, seq_len=seq_len, n_values=n_values)
+    if n_values < 2:
+        raise ValueError(f"need n_values >= 2 (a value and something else), got {n_values}")
+    if distance is not None and optional_positive_int(distance=distance) > seq_len:
         raise ValueError(f"distance must be in 1..{seq_len} (1 = the last token), got {distance}")
     x = torch.full((batch_size, seq_len), n_values)
     y = torch.randint(0, n_values, (batch_size,), generator=generator)
@@ -345,11 +347,11 @@ def bites_batch(batch_size: int, seq_len: int, min_verb_pos: int = 1, distractor
     Returns x (B, T) ids into BITES_VOCAB, verb_pos (B,) in min_verb_pos..T-2, y (B,) the biter's id.
     The two nouns differ; with distractor_p > 0 other filler slots hold random nouns too.
     """
-    if batch_size < 1 or seq_len < 3 or not 1 <= min_verb_pos <= seq_len - 2:
-        raise ValueError(f"need batch_size >= 1, seq_len >= 3 and 1 <= min_verb_pos <= seq_len - 2, "
-                         f"got {batch_size}, {seq_len}, {min_verb_pos}")
-    if not 0.0 <= distractor_p <= 1.0:
-        raise ValueError(f"distractor_p must lie in [0, 1], got {distractor_p}")
+    positive_int(batch_size=batch_size, seq_len=seq_len, min_verb_pos=min_verb_pos)
+    probability(distractor_p=distractor_p, closed=True)
+    if seq_len < 3 or min_verb_pos > seq_len - 2:
+        raise ValueError(f"need seq_len >= 3 and 1 <= min_verb_pos <= seq_len - 2, got seq_len={seq_len}, "
+                         f"min_verb_pos={min_verb_pos}")
     B, T = batch_size, seq_len
     x = torch.randint(_N_NOUNS, _BITES, (B, T), generator=generator)  # filler words
     nouns = torch.randint(0, _N_NOUNS, (B, T), generator=generator)

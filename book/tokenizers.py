@@ -10,6 +10,8 @@ import operator
 from collections import Counter
 from typing import Dict, Iterable, List, Sequence, Tuple
 
+from .checks import positive_int
+
 __all__ = ["CharTokenizer", "BPETokenizer", "merge_pair", "pair_counts"]
 
 
@@ -95,7 +97,7 @@ class BPETokenizer:
     @classmethod
     def train(cls, text: str, vocab_size: int) -> "BPETokenizer":
         """Learn `vocab_size - 256` merges from `text`, most frequent pair first."""
-        if vocab_size < 256:
+        if positive_int(vocab_size=vocab_size) < 256:
             raise ValueError(f"vocab_size must be >= 256 (the byte tokens), got {vocab_size}")
         ids = list(text.encode("utf-8"))
         merges = []

@@ -165,7 +165,7 @@ CASES = [
     ("nll_bits-one-token", lambda: ngram.nll_bits(torch.zeros(3, 3), torch.tensor([1])),
      ValueError, "ids should be a 1-D tensor with at least 2 tokens (one transition), got (1,)"),
     ("nll_bits-negative-id", lambda: ngram.nll_bits(torch.zeros(3, 3), torch.tensor([1, -1, 2])),
-     ValueError, "ids must lie in [0, 3), got ids from -1 to 2"),
+     ValueError, "ids must lie in [0, 3), got values from -1 to 2"),
     ("sample_bigram-negative-start", lambda: ngram.sample_bigram(torch.zeros(3, 3), -1, 4),
      ValueError, "start must be a token id in [0, 3), got -1"),
 ]

@@ -215,8 +215,10 @@ def test_get_batch_errors():
         data.get_batch(torch.zeros(2, 3, dtype=torch.long), 1, 1)
     with pytest.raises(ValueError, match="more than context_len"):
         data.get_batch(torch.arange(4), 1, 4)
-    with pytest.raises(ValueError, match=">= 1"):
+    with pytest.raises(ValueError, match="batch_size must be a positive int, got 0"):
         data.get_batch(torch.arange(10), 0, 2)
+    with pytest.raises(TypeError, match=r"data \(a 1-D tensor of token ids\) must be a torch.Tensor"):
+        data.get_batch([1, 2, 3], 1, 1)
 
 
 # ---- tokenizers --------------------------------------------------------------

@@ -23,5 +23,7 @@ def test_every_role_draws_and_unknown_roles_are_refused():
     assert len(d.ax.patches) == len(ROLES) + 3
     with pytest.raises(ValueError, match="role must be one of"):
         d.box(1, 1, "x", role="attention")
-    with pytest.raises(ValueError, match="width must be a positive number"):
+    with pytest.raises(ValueError, match="width must be a number > 0, got 0"):
         Diagram(0, 2)
+    with pytest.raises(ValueError, match="height must be a number > 0, got True"):
+        Diagram(2, True)

@@ -106,10 +106,13 @@ def test_span_corruption_worked_example():
 
 
 @pytest.mark.parametrize("call, exc, fragment", [
-    (lambda: mask_tokens(torch.rand(2, 5), VOCAB), TypeError, "integer tensor of character ids"),
-    (lambda: mask_tokens(torch.zeros(5, dtype=torch.long), VOCAB), ValueError, "shape (B, T)"),
+    (lambda: mask_tokens(torch.rand(2, 5), VOCAB), TypeError,
+     "ids (character ids, no specials yet) must hold integer ids"),
+    (lambda: mask_tokens(torch.zeros(5, dtype=torch.long), VOCAB), ValueError,
+     "ids (B, T) must be 2-D, got shape (5,)"),
     (lambda: mask_tokens(torch.full((2, 5), 70), VOCAB), ValueError, "no specials yet"),
-    (lambda: mask_tokens(_ids(2, 5), VOCAB, p=1.5), ValueError, "p must lie in (0, 1)"),
+    (lambda: mask_tokens(_ids(2, 5), VOCAB, p=1.5), ValueError, "p must lie in [0, 1), got 1.5"),
+    (lambda: mask_tokens(_ids(2, 5), VOCAB, p=0), ValueError, "p must be a number > 0, got 0"),
     (lambda: mask_tokens(_ids(2, 5), VOCAB, mask_frac=0.95, random_frac=0.1), ValueError, "at most 1"),
     (lambda: span_corrupt(_ids(2, 64), PretrainVocab(65, n_sentinels=2)), ValueError, "need 4 sentinels"),
     (lambda: span_corrupt(_ids(2, 64), VOCAB, mean_span=0), ValueError, "mean_span must be"),

@@ -6,7 +6,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from book.tasks import (BOS, EOS, PAD, ToyTranslation, evaluate_translation, recall_batch,
+from book.tasks import (BOS, EOS, PAD, ToyTranslation, bites_batch, evaluate_translation, recall_batch,
                         sequence_accuracy)
 
 TASK = ToyTranslation()
@@ -113,7 +113,8 @@ def test_recall_batch_puts_the_answer_after_the_marker():
 @pytest.mark.parametrize("kwargs, match", [
     (dict(batch_size=2, seq_len=1), "seq_len >= 2"),
     (dict(batch_size=2, seq_len=5, distance=5), "distance must be in 1..4"),
-    (dict(batch_size=0, seq_len=5), "batch_size >= 1"),
+    (dict(batch_size=0, seq_len=5), "batch_size must be a positive int, got 0"),
+    (dict(batch_size=2, seq_len=5, distance=2.5), "distance must be a positive int or None, got 2.5"),
 ])
 def test_recall_batch_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -175,10 +176,23 @@ def test_needle_batch_puts_one_value_k_steps_before_the_end():
 
 
 @pytest.mark.parametrize("kwargs, match", [(dict(batch_size=2, seq_len=5, distance=6), "distance must be in 1..5"),
-                                           (dict(batch_size=2, seq_len=5, distance=0), "distance must be in"),
-                                           (dict(batch_size=0, seq_len=5), "batch_size >= 1"),
+                                           (dict(batch_size=2, seq_len=5, distance=0),
+                                            "distance must be a positive int or None, got 0"),
+                                           (dict(batch_size=0, seq_len=5), "batch_size must be a positive int"),
                                            (dict(batch_size=2, seq_len=5, n_values=1), "n_values >= 2")])
 def test_needle_batch_bad_arguments(kwargs, match):
     from book.tasks import needle_batch
     with pytest.raises(ValueError, match=match):
         needle_batch(**kwargs)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: TASK.train_batch(0, 5, 6), "batch_size must be a positive int, got 0"),
+    (lambda: TASK.train_batch(4, 5, 6.5), "max_len must be a positive int, got 6.5"),
+    (lambda: bites_batch(2, 8, distractor_p=1.5), r"distractor_p must lie in \[0, 1\], got 1.5"),
+    (lambda: bites_batch(0, 8), "batch_size must be a positive int, got 0"),
+    (lambda: ToyTranslation(test_percent=True), "test_percent must be a positive int, got True"),
+])
+def test_the_checks_name_the_bad_argument(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()

@@ -16,6 +16,7 @@ PACKAGE = ROOT / "book"
 
 # lowest first; the names say what each layer is for
 LAYERS = [
+    ("argument checks", ["checks"]),
     ("foundations", ["utils", "data", "tokenizers", "tasks", "objectives", "plots", "optim"]),
     ("maths and counts", ["attention", "positional", "ngram", "widgets", "diagrams"]),
     ("modules and blocks", ["layers", "rnn"]),
