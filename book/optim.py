@@ -161,26 +161,29 @@ def muon_adamw(model: torch.nn.Module, lr: float, muon_lr: float, weight_decay: 
     return Optimizers(opts)
 
 
-def build_optimizer(model: torch.nn.Module, name: str = "adamw", *, lr: float, weight_decay: float = 0.1,
-                    betas=(0.9, 0.99), muon_lr: float = 0.02, momentum: float = 0.95):
-    """The book's one optimizer builder. Chapters 7 and 10.
+def build_optimizer(model: torch.nn.Module, name: str = "adamw", *, lr: float,
+                    weight_decay: Optional[float] = None, betas: Optional[Tuple[float, float]] = None,
+                    muon_lr: float = 0.02, momentum: float = 0.95):
+    """The book's one optimizer builder. Chapters 2-10.
 
-    "adamw": AdamW, weight decay on the matrices (dim >= 2) only, never on norms' gains or biases (nanoGPT);
+    "adamw": AdamW, weight decay (default 0.1) on the matrices (dim >= 2) only, never on norms' gains or biases
+             (nanoGPT's split, book.utils.adamw); betas default (0.9, 0.99);
     "muon":  Muon (muon_lr) for the hidden matrices, AdamW (lr) as above for the rest (muon_adamw);
-    "adam":  plain Adam (no weight decay: pass weight_decay=0), as the small models of chapters 2-6 use.
-    A schedule (book.train.fit) scales every group's rate relative to the rate it starts with.
+    "adam":  plain Adam, no weight decay, PyTorch's betas (0.9, 0.999): the small models of chapters 2-6.
+    A schedule (fit) scales every group's rate relative to the rate it starts with.
     """
     one_of(OPTIMIZERS, name=name)
     positive_number(lr=lr)
-    positive_number(weight_decay=weight_decay, allow_zero=True)
     if name == "adam":
         if weight_decay:
-            raise ValueError(f"'adam' takes no weight decay (Adam's would be an L2 penalty); use 'adamw', "
-                             f"or weight_decay=0, got {weight_decay}")
-        return torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=lr, betas=betas)
+            raise ValueError(f"'adam' takes no weight decay (Adam's would be an L2 penalty): use 'adamw', "
+                             f"got weight_decay={weight_decay}")
+        return torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=lr,
+                                betas=betas or (0.9, 0.999))
+    weight_decay = 0.1 if weight_decay is None else positive_number(weight_decay=weight_decay, allow_zero=True)
+    betas = betas or (0.9, 0.99)
     if name == "muon":
-        positive_number(muon_lr=muon_lr)
-        return muon_adamw(model, lr, muon_lr, weight_decay, betas, momentum)
+        return muon_adamw(model, lr, positive_number(muon_lr=muon_lr), weight_decay, betas, momentum)
     return adamw(model, lr, weight_decay, betas)
 
 
@@ -316,27 +319,36 @@ def fit(model: torch.nn.Module, batches, *, optimizer, loss_fn: Optional[Callabl
 
     bar = tqdm(total=None if steps is None else end - start, desc=desc, disable=not progress, mininterval=1.0)
     spent, step = 0.0, start
+
+    def evaluate():
+        model.eval()
+        try:
+            hist.val.append((step, eval_fn(model)))
+        finally:
+            model.train()
+        bar.set_postfix(train=f"{hist.train_loss[-1]:.3f}", val=f"{hist.val[-1][1]:.3f}")
+
     model.train()
     while step < end and (time_budget is None or spent < time_budget):
         t0 = time.perf_counter()
         f = factor(step)
         for group in groups:
             group["lr"] = group["peak_lr"] * f
-        loss = train_step(optimizer, loss_fn(model, next_batch()), model.parameters(), grad_clip)
+        try:
+            batch = next_batch()
+        except StopIteration:          # an iterable of batches ran out: the run ends here
+            break
+        loss = train_step(optimizer, loss_fn(model, batch), model.parameters(), grad_clip)
         spent += time.perf_counter() - t0
         hist.train_loss.append(loss)
         step += 1
         bar.update(1)
-        last = step == end or (time_budget is not None and spent >= time_budget)
-        if eval_fn is not None and (last or (eval_every and step % eval_every == 0)):
-            model.eval()
-            try:
-                hist.val.append((step, eval_fn(model)))
-            finally:
-                model.train()
-            bar.set_postfix(train=f"{loss:.3f}", val=f"{hist.val[-1][1]:.3f}")
+        if eval_fn is not None and eval_every and step % eval_every == 0:
+            evaluate()
         elif step % 50 == 0:
             bar.set_postfix(train=f"{loss:.3f}")
+    if eval_fn is not None and step > start and (not hist.val or hist.val[-1][0] != step):
+        evaluate()                     # after the last step
     bar.close()
     hist.train_seconds += spent
     hist.steps += step - start

@@ -165,6 +165,6 @@ def test_bad_arguments():
         model(torch.tensor([[PAD, PAD]]), torch.tensor([[BOS]]))
     with pytest.raises(ValueError, match="max_len must be"):
         model.greedy(torch.tensor([[3]]), 0)
-    with pytest.raises(ValueError, match="steps >= 1"):
+    with pytest.raises(ValueError, match="steps must be a positive int"):
         train_seq2seq(model, TASK, steps=0)
     assert isinstance(model, Seq2Seq) and isinstance(model.decoder.cell, nn.GRUCell)
