@@ -39,21 +39,14 @@ class LSTMRun:
         self.model = CharRNN(vocab, d_emb=32, d_hidden=128, cell="lstm")
         self.opt = build_optimizer(self.model, lr=5e-3, weight_decay=0.01, betas=(0.9, 0.999))  # train_lm's
         self.train, self.gen = train, torch.Generator().manual_seed(seed)
-        self.history = History()
-
-    @property
-    def step(self) -> int:
-        return self.history.steps
-
-    @property
-    def train_s(self) -> float:
-        return self.history.train_seconds
+        self.history = History()            # its steps and training seconds
 
     def advance_to(self, seconds: float) -> None:
         """Train at a constant rate until the LSTM's training clock reaches `seconds`."""
-        if self.train_s < seconds:
+        spent = self.history.train_seconds
+        if spent < seconds:
             fit(self.model, lambda: get_batch(self.train, 32, 64, self.gen), optimizer=self.opt,
-                time_budget=seconds - self.train_s, schedule="constant", history=self.history, progress=False)
+                time_budget=seconds - spent, schedule="constant", history=self.history, progress=False)
 
 
 def main(argv=None) -> None:
@@ -79,10 +72,10 @@ def main(argv=None) -> None:
         gpt.advance(args.chunk)
         lstm.advance_to(gpt.train_s)
         row = dict(seconds=round(gpt.train_s, 2), gpt_steps=gpt.step, gpt_bpc=round(val_bpc(gpt.model, 64), 4),
-                   lstm_steps=lstm.step, lstm_bpc=round(val_bpc(lstm.model, 64), 4))
+                   lstm_steps=lstm.history.steps, lstm_bpc=round(val_bpc(lstm.model, 64), 4))
         rows.append(row)
         print(f"  {row['seconds']:7.1f} s | GPT step {row['gpt_steps']:5d} val {row['gpt_bpc']:.3f} bits/char"
-              f" | LSTM step {row['lstm_steps']:5d} val {row['lstm_bpc']:.3f} (LSTM clock {lstm.train_s:.1f} s)",
+              f" | LSTM step {row['lstm_steps']:5d} val {row['lstm_bpc']:.3f} (LSTM clock {lstm.history.train_seconds:.1f} s)",
               flush=True)
     if not args.quick:
         write_rows(args.out, FIELDS, rows)
