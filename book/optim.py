@@ -294,8 +294,8 @@ def fit(model: torch.nn.Module, batches, *, optimizer, loss_fn: Optional[Callabl
       step -> factor. Every parameter group runs at group["peak_lr"] (its starting rate, recorded on the
       first call) times the factor.
     start: the schedule's step to begin at, with `history` to append to: a run advanced in chunks.
-    eval_fn(model) -> float, called in eval mode (then back to train mode) every `eval_every` steps and after
-      the last step; the values go to History.val as (steps done, value), untimed.
+    eval_fn(model) -> a value (a float, or anything), called in eval mode (then back to train mode) every
+      `eval_every` steps and after the last step; the values go to History.val as (steps done, value), untimed.
     """
     if steps is not None:
         positive_int(steps=steps)
@@ -326,7 +326,9 @@ def fit(model: torch.nn.Module, batches, *, optimizer, loss_fn: Optional[Callabl
             hist.val.append((step, eval_fn(model)))
         finally:
             model.train()
-        bar.set_postfix(train=f"{hist.train_loss[-1]:.3f}", val=f"{hist.val[-1][1]:.3f}")
+        value = hist.val[-1][1]             # any value eval_fn returns; a number is shown in the bar
+        bar.set_postfix(train=f"{hist.train_loss[-1]:.3f}",
+                        val=f"{value:.3f}" if isinstance(value, (int, float)) else str(value)[:40])
 
     model.train()
     while step < end and (time_budget is None or spent < time_budget):

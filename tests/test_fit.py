@@ -112,6 +112,9 @@ def test_fit_with_an_eval_hook_and_a_history():
     assert hist.val == [(3, 1.0), (6, 2.0), (9, 3.0), (10, 4.0)] and hist.final_val == 4.0
     assert modes == [False] * 4 and model.training          # evaluated in eval mode, back to train mode after
     assert hist.train_loss[-1] < hist.train_loss[0]
+    pairs = fit(model, _fit_batches(model), optimizer=torch.optim.Adam(model.parameters(), lr=0.05), steps=2,
+                eval_fn=lambda m: (1.0, 2.0), progress=True)          # any value, shown in the progress bar
+    assert pairs.val == [(2, (1.0, 2.0))]
 
 
 def test_fit_in_chunks_equals_one_run_and_accepts_an_iterable():
