@@ -5,8 +5,8 @@
     python benchmarks/lstm_vs_gpt.py --quick    # a smoke test of the harness, no claims
 
 The GPT is the course recipe (book.train.COURSE_CPU, its cosine stretched to --gpt-steps); the LSTM is
-Chapter 2's (book.rnn.CharRNN: 32-dim embedding, 128 LSTM units, AdamW at a constant 5e-3, batches of
-32 windows of 64 characters). They train in turns in one process: the GPT runs a chunk of steps, then the
+Chapter 2's (book.rnn.CharRNN: 32-dim embedding, 128 LSTM units, AdamW at a constant 5e-3 as
+book.train.train_lm builds it, batches of 32 windows of 64 characters). Both train with book.train.fit. They train in turns in one process: the GPT runs a chunk of steps, then the
 LSTM runs until its own training clock has caught up with the GPT's. So both get the same training seconds
 under the same machine load; the clock runs only during training steps. After every turn both are evaluated
 (untimed) on the same fixed validation windows.
@@ -18,16 +18,14 @@ one row per turn), so that Chapter 7 can plot them wherever the package is insta
 from __future__ import annotations
 
 import dataclasses
-import time
 
 import torch
 
 from bench_common import ROOT, char_corpus, parser, write_rows
 from book.data import get_batch
-from book.models import lm_loss
+from book.optim import build_optimizer
 from book.rnn import CharRNN
-from book.train import COURSE_CPU, RecipeRun, evaluate_lm, nats_to_bits
-from book.utils import train_step
+from book.train import COURSE_CPU, History, RecipeRun, evaluate_lm, fit, nats_to_bits
 
 RESULTS = ROOT / "book" / "results" / "lstm_vs_gpt.csv"
 FIELDS = ["seconds", "gpt_steps", "gpt_bpc", "lstm_steps", "lstm_bpc"]
@@ -39,18 +37,16 @@ class LSTMRun:
     def __init__(self, vocab: int, train: torch.Tensor, seed: int):
         torch.manual_seed(seed)
         self.model = CharRNN(vocab, d_emb=32, d_hidden=128, cell="lstm")
-        self.opt = torch.optim.AdamW(self.model.parameters(), lr=5e-3)
+        self.opt = build_optimizer(self.model, lr=5e-3, weight_decay=0.01, betas=(0.9, 0.999))  # train_lm's
         self.train, self.gen = train, torch.Generator().manual_seed(seed)
-        self.step, self.train_s = 0, 0.0
+        self.history = History()            # its steps and training seconds
 
     def advance_to(self, seconds: float) -> None:
-        self.model.train()
-        while self.train_s < seconds:
-            t0 = time.perf_counter()
-            x, y = get_batch(self.train, 32, 64, self.gen)
-            train_step(self.opt, lm_loss(self.model(x), y), self.model.parameters())
-            self.train_s += time.perf_counter() - t0
-            self.step += 1
+        """Train at a constant rate until the LSTM's training clock reaches `seconds`."""
+        spent = self.history.train_seconds
+        if spent < seconds:
+            fit(self.model, lambda: get_batch(self.train, 32, 64, self.gen), optimizer=self.opt,
+                time_budget=seconds - spent, schedule="constant", history=self.history, progress=False)
 
 
 def main(argv=None) -> None:
@@ -76,10 +72,10 @@ def main(argv=None) -> None:
         gpt.advance(args.chunk)
         lstm.advance_to(gpt.train_s)
         row = dict(seconds=round(gpt.train_s, 2), gpt_steps=gpt.step, gpt_bpc=round(val_bpc(gpt.model, 64), 4),
-                   lstm_steps=lstm.step, lstm_bpc=round(val_bpc(lstm.model, 64), 4))
+                   lstm_steps=lstm.history.steps, lstm_bpc=round(val_bpc(lstm.model, 64), 4))
         rows.append(row)
         print(f"  {row['seconds']:7.1f} s | GPT step {row['gpt_steps']:5d} val {row['gpt_bpc']:.3f} bits/char"
-              f" | LSTM step {row['lstm_steps']:5d} val {row['lstm_bpc']:.3f} (LSTM clock {lstm.train_s:.1f} s)",
+              f" | LSTM step {row['lstm_steps']:5d} val {row['lstm_bpc']:.3f} (LSTM clock {lstm.history.train_seconds:.1f} s)",
               flush=True)
     if not args.quick:
         write_rows(args.out, FIELDS, rows)

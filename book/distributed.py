@@ -7,10 +7,11 @@
 It ships inside the package (not as a script beside it), so `-m book.distributed` works wherever `book` is
 installed: a clone, Colab, a cluster node.
 
-Every process builds the same GPT (same seed), takes its own slice of one global batch, and runs
-book.utils.train_step; DDP all-reduces (averages) the gradients during backward, so every process applies
-the same update. Rank 0 then trains a copy in one process on the whole global batch and checks that the
-gradients of the first step and the weights after the last step agree. Prints one verdict line; exit 1 if not.
+Every process builds the same GPT (same seed), takes its own slice of one global batch, and trains with the
+book's loop (book.optim.fit: AdamW from build_optimizer, utils.train_step); DDP all-reduces (averages) the
+gradients during backward, so every process applies the same update. Rank 0 then trains a copy in one process
+on the whole global batches with the same loop and checks that the gradients of the last step and the weights
+after it agree. Prints one verdict line; exit 1 if not.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from .models import GPT, GPTConfig
-from .utils import train_step
+from .optim import build_optimizer, fit
 
 __all__ = ["global_batch", "main"]
 
@@ -56,25 +57,28 @@ def main(argv=None) -> int:
     model = GPT(cfg).to(device)
     reference = copy.deepcopy(model)           # rank 0 trains this one alone on the whole batch
     ddp = DDP(model, device_ids=[device.index] if cuda else None)
-    opt = torch.optim.AdamW(ddp.parameters(), lr=1e-3)
-    ref_opt = torch.optim.AdamW(reference.parameters(), lr=1e-3)
     share = args.batch // world
-    worst_grad = 0.0
-    for step in range(args.steps):
-        x, y = (t.to(device) for t in global_batch(step, args.batch, cfg.context_len, cfg.vocab_size))
-        mine = slice(rank * share, (rank + 1) * share)
-        train_step(opt, ddp(x[mine], y[mine])[1], ddp.parameters(), grad_clip=1.0)
-        if rank == 0:
-            train_step(ref_opt, reference(x, y)[1], reference.parameters(), grad_clip=1.0)
-            if step == 0:
-                worst_grad = max((a.grad - b.grad).abs().max().item()
-                                 for a, b in zip(model.parameters(), reference.parameters()))
+    mine = slice(rank * share, (rank + 1) * share)
+
+    def batches(rows):
+        for step in range(args.steps):
+            x, y = (t.to(device) for t in global_batch(step, args.batch, cfg.context_len, cfg.vocab_size))
+            yield x[rows], y[rows]
+
+    def train(net, rows):
+        fit(net, batches(rows), loss_fn=lambda m, b: m(*b)[1], optimizer=build_optimizer(net, lr=1e-3),
+            steps=args.steps, schedule="constant", grad_clip=1.0, progress=False)
+
+    train(ddp, mine)
     ok = True
     if rank == 0:
-        worst_w = max((a - b).abs().max().item() for a, b in zip(model.parameters(), reference.parameters()))
+        train(reference, slice(None))                     # one process, the whole global batch
+        pairs = list(zip(model.parameters(), reference.parameters()))
+        worst_grad = max((a.grad - b.grad).abs().max().item() for a, b in pairs)
+        worst_w = max((a - b).abs().max().item() for a, b in pairs)
         ok = worst_grad <= args.tol and worst_w <= args.tol
         print(f"{world} processes ({dist.get_backend()}), global batch {args.batch} = {world} x {share}: "
-              f"max |grad difference| {worst_grad:.1e}, max |weight difference| after {args.steps} steps "
+              f"max |last step's grad difference| {worst_grad:.1e}, max |weight difference| after {args.steps} steps "
               f"{worst_w:.1e} -> {'EQUAL' if ok else 'DIFFERENT'} to one process within {args.tol:g}", flush=True)
     flag = torch.tensor([int(ok)], device=device)
     dist.broadcast(flag, 0)

@@ -2,8 +2,9 @@
 
 Shape legend (batch first): B batch, T time, V vocab.
 
-`generate` works on any language model with this interface (book.models.GPT has it; so can yours):
-  model(idx (B, T)) -> logits (B, T, V), and model.config.context_len, the longest input it takes;
+`generate` works on any language model with this interface (book.models.GPT and book.rnn.CharRNN have it):
+  model(idx (B, T)) -> logits (B, T, V), and its context length, the longest input it takes: model.context_len
+  (None: any length, as a recurrent model) or else model.config.context_len (see context_len_of);
   for use_cache=True also model.new_cache(batch_size, context_len) -> a cache (book.layers.KVCache), and
   model(idx_new, cache=cache), which reads only the tokens after the cached ones and advances the cache.
 `greedy_translate` does the same for an encoder-decoder (book.transformer.Transformer): encode once, then decode.
@@ -20,10 +21,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .checks import optional_positive_int, positive_int, positive_number, token_ids
 from .utils import step_budget
 
 __all__ = ["greedy", "apply_temperature", "top_k_filter", "top_p_filter", "next_token_probs",
-           "sample_next", "generate", "greedy_translate", "check_top_p"]
+           "sample_next", "context_len_of", "generate", "greedy_translate", "check_top_p"]
 
 
 def greedy(logits: torch.Tensor) -> torch.Tensor:
@@ -94,12 +96,16 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: Optional[
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 
 
-def _check_token_ids(idx, name: str) -> None:
-    """Raise TypeError unless idx is an integer tensor of token ids (shape and range are checked elsewhere)."""
-    if not isinstance(idx, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(idx).__name__}")
-    if idx.dtype.is_floating_point or idx.dtype.is_complex or idx.dtype == torch.bool:
-        raise TypeError(f"{name} must hold integer token ids (dtype torch.long), got dtype {idx.dtype}")
+def context_len_of(model: nn.Module) -> Optional[int]:
+    """The longest input a language model takes: model.context_len if it has one (None: any length, e.g. a
+    recurrent model), else model.config.context_len. The one way the book asks an LM for its context length."""
+    if hasattr(model, "context_len"):
+        return model.context_len
+    ctx = getattr(getattr(model, "config", None), "context_len", None)
+    if ctx is None:
+        raise TypeError(f"{type(model).__name__} tells no context length: give it a context_len attribute "
+                        "(None if it reads any length) or a config with context_len")
+    return ctx
 
 
 @torch.no_grad()
@@ -108,45 +114,40 @@ def generate(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, *, temper
              generator: Optional[torch.Generator] = None, use_cache: bool = False) -> torch.Tensor:
     """Extend prompts idx (B, T) by max_new_tokens sampled tokens -> (B, T + max_new_tokens). Chapter 7.
 
-    Without a cache every step reruns the model on the whole (cropped) sequence; with use_cache=True
-    the model (a book.models.GPT) sees the prompt once, then one new token per step.
+    Without a cache every step reruns the model on the whole sequence, cropped to its context length
+    (context_len_of; a model with None reads it all); with use_cache=True the model (a book.models.GPT)
+    sees the prompt once, then one new token per step. The model is left in the mode it came in.
     """
-    _check_token_ids(idx, "idx")
+    token_ids(idx, getattr(getattr(model, "config", None), "vocab_size", None), name="idx")
     if idx.dim() != 2 or idx.shape[1] < 1:
         raise ValueError(f"idx should have shape (B, T) with T >= 1, got {tuple(idx.shape)}")
-    if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool):
-        raise TypeError(f"max_new_tokens must be an int, got {max_new_tokens!r}")
-    if max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be >= 1 (the prompt alone needs no generate), got {max_new_tokens}")
-    max_new_tokens = step_budget(max_new_tokens)   # BOOK_MAX_STEPS: a smoke run writes only a few tokens
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature >= 0:
-        raise ValueError(f"temperature must be a number >= 0 (0 means greedy), got {temperature!r}")
-    if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):
-        raise ValueError(f"top_k must be a positive int or None, got {top_k!r}")
+    max_new_tokens = step_budget(positive_int(max_new_tokens=max_new_tokens))   # BOOK_MAX_STEPS: a smoke run
+    positive_number(temperature=temperature, allow_zero=True)
+    optional_positive_int(top_k=top_k)
     if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, (int, float))
                               or not 0.0 < top_p <= 1.0):
         raise ValueError(f"top_p must lie in (0, 1] or be None, got {top_p!r}")
-    vocab = getattr(getattr(model, "config", None), "vocab_size", None)
-    if vocab is not None and idx.numel():
-        lo, hi = int(idx.min()), int(idx.max())  # once per call, not per step
-        if lo < 0 or hi >= vocab:
-            raise ValueError(f"prompt token ids must lie in [0, vocab_size={vocab}), got ids from {lo} to {hi}")
-    was_training = model.training
-    model.eval()
-    ctx = model.config.context_len
+    ctx = context_len_of(model)
     cache = None
     if use_cache:
-        if idx.shape[1] + max_new_tokens > ctx:
+        if not hasattr(model, "new_cache"):
+            raise ValueError(f"use_cache=True needs a model with new_cache (a book.models.GPT); "
+                             f"{type(model).__name__} has none")
+        if ctx is not None and idx.shape[1] + max_new_tokens > ctx:
             raise ValueError(f"with a KV cache, prompt + new tokens must fit context_len={ctx} "
                              f"(absolute positions cannot slide), got {idx.shape[1]} + {max_new_tokens}")
         cache = model.new_cache(idx.shape[0], idx.shape[1] + max_new_tokens)
-    step_input = idx
-    for _ in range(max_new_tokens):
-        logits = model(step_input, cache=cache) if use_cache else model(idx[:, -ctx:])
-        nxt = sample_next(logits[:, -1, :], temperature, top_k, top_p, generator)  # (B,)
-        idx = torch.cat([idx, nxt[:, None]], dim=1)
-        step_input = nxt[:, None]  # with a cache, only the new token goes in next time
-    model.train(was_training)
+    was_training = model.training
+    model.eval()
+    try:
+        step_input = idx
+        for _ in range(max_new_tokens):
+            logits = model(step_input, cache=cache) if use_cache else model(idx if ctx is None else idx[:, -ctx:])
+            nxt = sample_next(logits[:, -1, :], temperature, top_k, top_p, generator)  # (B,)
+            idx = torch.cat([idx, nxt[:, None]], dim=1)
+            step_input = nxt[:, None]  # with a cache, only the new token goes in next time
+    finally:
+        model.train(was_training)
     return idx
 
 
@@ -181,31 +182,32 @@ def greedy_translate(model: nn.Module, src: torch.Tensor, max_len: int, *, bos: 
     step (reencode=True runs it again each step, to measure what reuse saves); use_cache=True feeds the decoder
     only the newest token and keeps the keys and values of its self-attention in a KV cache.
     """
-    _check_token_ids(src, "src")
-    if not isinstance(max_len, int) or isinstance(max_len, bool) or max_len < 1:
-        raise ValueError(f"max_len must be a positive int, got {max_len!r}")
+    token_ids(src, name="src")
+    positive_int(max_len=max_len)
     was_training = model.training
     model.eval()
-    B = src.shape[0]
-    keep = model.src_keep_mask(src)
-    memory = model.encode(src, keep)
-    cache = model.new_cache(B, max_len) if use_cache else None
-    tgt = torch.full((B, 1), bos, dtype=torch.long, device=src.device)
-    done = torch.zeros(B, dtype=torch.bool, device=src.device)
-    weights = []
-    for _ in range(max_len):
-        if reencode:
-            memory = model.encode(src, keep)
-        step_in = tgt[:, -1:] if use_cache else tgt
-        out = model.decode(step_in, memory, keep, cache=cache, need_weights=need_weights)
-        logits, w = out if need_weights else (out, None)
-        nxt = greedy(logits[:, -1]).masked_fill(done, pad)   # (B,)
-        tgt = torch.cat([tgt, nxt[:, None]], dim=1)
-        if need_weights:
-            weights.append(torch.stack([lw[:, :, -1] for lw in w]))   # (L, B, H, S) for the newest token
-        done |= nxt == eos
-        if done.all():
-            break
-    model.train(was_training)
+    try:
+        B = src.shape[0]
+        keep = model.src_keep_mask(src)
+        memory = model.encode(src, keep)
+        cache = model.new_cache(B, max_len) if use_cache else None
+        tgt = torch.full((B, 1), bos, dtype=torch.long, device=src.device)
+        done = torch.zeros(B, dtype=torch.bool, device=src.device)
+        weights = []
+        for _ in range(max_len):
+            if reencode:
+                memory = model.encode(src, keep)
+            step_in = tgt[:, -1:] if use_cache else tgt
+            out = model.decode(step_in, memory, keep, cache=cache, need_weights=need_weights)
+            logits, w = out if need_weights else (out, None)
+            nxt = greedy(logits[:, -1]).masked_fill(done, pad)   # (B,)
+            tgt = torch.cat([tgt, nxt[:, None]], dim=1)
+            if need_weights:
+                weights.append(torch.stack([lw[:, :, -1] for lw in w]))   # (L, B, H, S) for the newest token
+            done |= nxt == eos
+            if done.all():
+                break
+    finally:
+        model.train(was_training)
     ids = tgt[:, 1:]
     return (ids, torch.stack(weights, dim=3)) if need_weights else ids

@@ -14,17 +14,18 @@ from __future__ import annotations
 
 import math
 import re
-import time
 from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
 
 from .data import get_batch
-from .generate import sample_next
+from .generate import context_len_of, sample_next
 from .objectives import IGNORE, PretrainVocab, mask_tokens, span_corrupt
-from .train import History, warmup_cosine
-from .utils import adamw, step_budget, train_step
+from .checks import optional_positive_int
+from .optim import build_optimizer
+from .train import History, fit
+from .utils import step_budget
 
 __all__ = ["FAMILIES", "family_configs", "build", "objective_loss", "pretrain", "quote_windows", "fill_blank", "continuation_bits", "write",
            "word_rate", "instruction_batch", "finetune", "answer"]
@@ -112,35 +113,27 @@ def pretrain(model, family: str, train_data: torch.Tensor, vocab: PretrainVocab,
     is the number of positions that carried a loss, summed over training. stop_after=n runs only the first n steps
     of the `steps`-step schedule: the same learning rates as a full run's first n steps, at n / steps of the cost.
     """
-    from tqdm.auto import tqdm
-
     _check_family(family)
+    optional_positive_int(stop_after=stop_after)
     steps = step_budget(steps)
-    if stop_after is not None and (isinstance(stop_after, bool) or not isinstance(stop_after, int) or stop_after < 1):
-        raise ValueError(f"stop_after must be a positive int (steps of the schedule to run), got {stop_after!r}")
-    last = steps if stop_after is None else min(stop_after, steps)
     generator = generator if generator is not None else torch.Generator().manual_seed(0)
-    opt = adamw(model, lr)
-    hist, hist.supervised = History(), 0
-    model.train()
-    for step in tqdm(range(last), desc=f"pre-training {family}", disable=not progress, mininterval=1.0):
-        t0 = time.perf_counter()
-        for group in opt.param_groups:
-            group["lr"] = warmup_cosine(step, steps, warmup, lr, lr / 10)
-        if windows_fn is None:
-            x, y = get_batch(train_data, batch_size, context_len, generator)
-            windows = torch.cat([x, y[:, -1:]], dim=1)                       # (B, T + 1)
-        else:
-            windows = windows_fn(generator)
-        windows = windows.to(device)
-        loss, n = objective_loss(model, family, windows, vocab, generator, loss_fraction)
-        hist.train_loss.append(train_step(opt, loss, model.parameters(), grad_clip))
-        hist.train_seconds += time.perf_counter() - t0
+    hist = History()
+    hist.supervised = 0
+
+    def windows():
+        if windows_fn is not None:
+            return windows_fn(generator).to(device)
+        x, y = get_batch(train_data, batch_size, context_len, generator)
+        return torch.cat([x, y[:, -1:]], dim=1).to(device)                  # (B, T + 1)
+
+    def loss_fn(m, w):
+        loss, n = objective_loss(m, family, w, vocab, generator, loss_fraction)
         hist.supervised += n
-        if eval_fn is not None and (step == last - 1 or (eval_every and (step + 1) % eval_every == 0)):
-            model.eval()
-            hist.val.append((step + 1, eval_fn(model)))
-            model.train()
+        return loss
+
+    fit(model, windows, loss_fn=loss_fn, optimizer=build_optimizer(model, "adamw", lr=lr), steps=steps,
+        schedule="warmup_cosine", warmup=warmup, grad_clip=grad_clip, eval_fn=eval_fn, eval_every=eval_every or None,
+        stop=stop_after, history=hist, progress=progress, desc=f"pre-training {family}")
     model.eval()
     return hist
 
@@ -243,7 +236,7 @@ def write(model, family: str, prompt: torch.Tensor, n_new: int, vocab: PretrainV
     _check_family(family)
     if prompt.dim() != 2 or prompt.shape[0] != 1:
         raise ValueError(f"prompt should have shape (1, P), got {tuple(prompt.shape)}")
-    ctx, ids = model.config.context_len, prompt
+    ctx, ids = context_len_of(model), prompt
     one = lambda i: torch.full((1, 1), i, dtype=torch.long, device=prompt.device)
     goal = prompt.shape[1] + step_budget(n_new)
     while ids.shape[1] < goal:
@@ -295,20 +288,19 @@ def instruction_batch(pairs: Sequence[Tuple[str, str]], encode: Callable, pad_id
 
 
 def finetune(model, pairs: Sequence[Tuple[str, str]], encode: Callable, pad_id: int, *, steps: int,
-             batch_size: int = 32, lr: float = 1e-3, generator: Optional[torch.Generator] = None,
+             batch_size: int = 32, lr: float = 1e-3, schedule="constant", generator: Optional[torch.Generator] = None,
              device=None) -> History:
-    """Supervised fine-tuning: AdamW at a constant rate on random batches of (prompt, answer) pairs."""
-    steps = step_budget(steps)
+    """Supervised fine-tuning with fit: AdamW (matrices decayed) on random batches of (prompt, answer) pairs,
+    at a constant rate by default (`schedule`: any of fit's), gradients clipped to 1."""
     generator = generator if generator is not None else torch.Generator().manual_seed(0)
-    opt, hist = adamw(model, lr), History()
-    model.train()
-    for _ in range(steps):
-        t0 = time.perf_counter()
+
+    def batch():
         pick = torch.randint(len(pairs), (batch_size,), generator=generator).tolist()
-        x, y = instruction_batch([pairs[i] for i in pick], encode, pad_id, model.config.context_len)
-        x, y = x.to(device), y.to(device)
-        hist.train_loss.append(train_step(opt, _lm_ce(model(x), y), model.parameters(), 1.0))
-        hist.train_seconds += time.perf_counter() - t0
+        x, y = instruction_batch([pairs[i] for i in pick], encode, pad_id, context_len_of(model))
+        return x.to(device), y.to(device)
+
+    hist = fit(model, batch, loss_fn=lambda m, b: _lm_ce(m(b[0]), b[1]), optimizer=build_optimizer(model, lr=lr),
+               steps=steps, schedule=schedule, grad_clip=1.0, progress=False, desc="fine-tuning")
     model.eval()
     return hist
 
@@ -322,7 +314,7 @@ def answer(model, prompts: Sequence[str], encode: Callable, decode: Callable, n_
     for prompt in prompts:
         ids = torch.tensor([encode(prompt)], device=device)
         for _ in range(max_new):
-            nxt = model(ids[:, -model.config.context_len:])[:, -1, :n_chars].argmax(-1, keepdim=True)
+            nxt = model(ids[:, -context_len_of(model):])[:, -1, :n_chars].argmax(-1, keepdim=True)
             ids = torch.cat([ids, nxt], dim=1)
             if decode([int(nxt)]) == stop:
                 break

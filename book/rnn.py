@@ -13,8 +13,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .checks import positive_int
+from .optim import build_optimizer, fit
 from .tasks import recall_batch
-from .utils import step_budget, train_step
 
 __all__ = ["RNNCell", "RNN", "CharRNN", "train_recall", "recall_accuracy", "input_gradients",
            "gradient_by_distance", "check_lstm_step"]
@@ -76,9 +77,12 @@ class RNN(nn.Module):
 class CharRNN(nn.Module):
     """Character language model: embedding -> RNN/LSTM/GRU -> linear head. Chapter 2.
 
-    forward(x (B, T) ids) -> logits (B, T, V); the same interface as every LM in the book, so
-    book.train.train_lm and evaluate_lm work unchanged. Also the recall-task model (last position).
+    forward(x (B, T) ids) -> logits (B, T, V), and context_len = None (it reads inputs of any length): the
+    interface of every LM in the book, so book.train.train_lm, evaluate_lm and book.generate.generate work
+    unchanged (generate without a KV cache). Also the recall-task model (last position).
     """
+
+    context_len = None   # no longest input: the recurrence reads any length
 
     def __init__(self, vocab_size: int, d_emb: int = 32, d_hidden: int = 128, cell: str = "lstm",
                  n_layers: int = 1):
@@ -104,26 +108,24 @@ class CharRNN(nn.Module):
 
 
 def train_recall(model: CharRNN, *, steps: int, seq_len: int, n_values: int = 8, batch_size: int = 64,
-                 lr: float = 3e-3, generator: Optional[torch.Generator] = None,
+                 lr: float = 3e-3, schedule="constant", generator: Optional[torch.Generator] = None,
                  progress: bool = True) -> List[float]:
-    """Train a CharRNN on recall at random distances 1..seq_len-1 (loss on the last step only).
-
-    Returns the loss per step (nats). Chapter 2.
+    """Train a CharRNN on recall at random distances 1..seq_len-1 (loss on the last step only), with
+    book.optim.fit: Adam at a constant rate (chapter 2's tuned setting; `schedule`: any of fit's),
+    gradients clipped to 1. Returns the loss per step (nats). Chapter 2.
     """
-    from tqdm.auto import tqdm
-    if steps < 1:
-        raise ValueError(f"steps must be >= 1, got {steps}")
-    steps = step_budget(steps)   # BOOK_MAX_STEPS: a smoke run of the code path
+    positive_int(steps=steps)
     device = next(model.parameters()).device
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    history = []
-    model.train()
-    for _ in tqdm(range(steps), disable=not progress, desc=f"recall {model.kind}", mininterval=0.5):
+
+    def batch():
         x, y, _ = recall_batch(batch_size, seq_len, n_values, generator=generator)
-        loss = F.cross_entropy(model(x.to(device))[:, -1], y.to(device))
-        history.append(train_step(opt, loss, model.parameters(), grad_clip=1.0))
+        return x.to(device), y.to(device)
+
+    hist = fit(model, batch, loss_fn=lambda m, b: F.cross_entropy(m(b[0])[:, -1], b[1]),
+               optimizer=build_optimizer(model, "adam", lr=lr), steps=steps,
+               schedule=schedule, grad_clip=1.0, progress=progress, desc=f"recall {model.kind}")
     model.eval()
-    return history
+    return hist.train_loss
 
 
 @torch.no_grad()

@@ -14,8 +14,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .checks import positive_int, positive_number
+from .optim import build_optimizer, fit
 from .tasks import BOS, EOS, PAD, ToyTranslation
-from .utils import step_budget, train_step
 
 __all__ = ["AdditiveAttention", "MultiplicativeAttention", "Encoder", "Decoder", "Seq2Seq",
            "Seq2SeqConfig", "build_seq2seq", "train_seq2seq", "check_general_score"]
@@ -238,35 +239,33 @@ def _length_sorted_batches(task: ToyTranslation, n_batches: int, batch_size: int
 
 
 def train_seq2seq(model: nn.Module, task: ToyTranslation, *, steps: int, batch_size: int = 64,
-                  lr: float = 3e-3, min_len: int = 3, max_len: int = 32,
-                  generator: Optional[torch.Generator] = None, device=None, grad_clip: float = 1.0,
-                  bucket: int = 4, progress: bool = True) -> List[float]:
-    """Train with teacher forcing and Adam (cosine decay to lr/10) on fresh random batches; returns the
-    loss per step (nats/token).
+                  lr: float = 3e-3, optimizer: str = "adamw", schedule="warmup_cosine", warmup: int = 30,
+                  min_len: int = 3, max_len: int = 32, generator: Optional[torch.Generator] = None, device=None,
+                  grad_clip: float = 1.0, bucket: int = 4, progress: bool = True) -> List[float]:
+    """Train with teacher forcing on fresh random batches, with book.optim.fit; returns the loss per step
+    (nats/token).
 
+    By default as every Transformer of the book trains (Chapter 7): AdamW that decays the matrices only, `warmup`
+    steps of linear warmup, then a cosine decay to lr/10 (fit's "warmup_cosine"). Chapters 2 and 3 train their
+    RNNs with their tuned setting, optimizer="adam", warmup=0: Adam with the cosine decay alone.
     Every `bucket` steps, bucket * batch_size new sentences are drawn and grouped by length.
     Works for any model with forward(src, tgt_in) -> logits (B, T, V), e.g. the Transformer of Chapter 8.
     """
-    from tqdm.auto import tqdm
-    if steps < 1 or lr <= 0 or bucket < 1:
-        raise ValueError(f"need steps >= 1, lr > 0, bucket >= 1, got steps={steps}, lr={lr}, bucket={bucket}")
-    steps = step_budget(steps)   # BOOK_MAX_STEPS: a smoke run of the code path
+    positive_int(steps=steps, bucket=bucket)
+    positive_number(lr=lr)
     device = device or next(model.parameters()).device
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps, eta_min=lr / 10)   # settle at the end
-    history: List[float] = []
     batches: List = []
-    bar = tqdm(range(steps), disable=not progress, desc="train", mininterval=0.5)
-    model.train()
-    for _ in bar:
+
+    def batch():
         if not batches:
-            batches = _length_sorted_batches(task, bucket, batch_size, min_len, max_len, generator)
-        b = batches.pop()
-        logits = model(b.src.to(device), b.tgt_in.to(device))
-        loss = F.cross_entropy(logits.flatten(0, 1), b.tgt_out.to(device).flatten(), ignore_index=PAD)
-        history.append(train_step(opt, loss, model.parameters(), grad_clip))
-        sched.step()
-        if len(history) % 50 == 0:
-            bar.set_postfix(loss=f"{sum(history[-50:]) / 50:.3f}")
+            batches.extend(_length_sorted_batches(task, bucket, batch_size, min_len, max_len, generator))
+        return batches.pop()
+
+    def loss_fn(m, b):
+        logits = m(b.src.to(device), b.tgt_in.to(device))
+        return F.cross_entropy(logits.flatten(0, 1), b.tgt_out.to(device).flatten(), ignore_index=PAD)
+
+    hist = fit(model, batch, loss_fn=loss_fn, optimizer=build_optimizer(model, optimizer, lr=lr), steps=steps,
+               schedule=schedule, warmup=warmup, grad_clip=grad_clip, progress=progress, desc="train")
     model.eval()
-    return history
+    return hist.train_loss

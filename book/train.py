@@ -2,25 +2,28 @@
 
 Shape legend: B batch, T time (context_len), V vocab. A language model here is any module with
 forward(idx (B, T)) -> logits (B, T, V). Chapters 1, 2, 6, 7. Training sits on top of the models: it
-imports them, they never import it. Every trainer of the book updates with utils.train_step and follows
-one learning-rate schedule, warmup_cosine.
+imports them, they never import it. Every trainer of the book is a thin wrapper that builds batches and an
+optimizer (book.optim.build_optimizer) and calls the one training loop, `fit` (written in book.optim, so the
+recurrent models' trainers below this layer use it too, and re-exported here). fit's default schedule is
+warmup_cosine; chapter 10 adds warmup_stable_decay ("wsd"); a few small models keep a constant rate.
 """
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
-from typing import Callable, List, Optional, Tuple
+from dataclasses import dataclass
+from typing import List, Optional
 
 import torch
-import torch.nn.functional as F
 
 from .data import get_batch
 from .models import GPT, GPTConfig, lm_loss
-from .optim import Optimizers, muon_adamw
-from .utils import step_budget, train_step
+from .checks import non_negative_int, positive_int
+from .optim import History, build_optimizer, fit, warmup_cosine, warmup_stable_decay
+from .utils import step_budget
 
-__all__ = ["nats_to_bits", "lm_loss", "evaluate_lm", "train_lm", "History", "warmup_cosine",
+__all__ = ["nats_to_bits", "lm_loss", "evaluate_lm", "fit", "train_lm", "History", "warmup_cosine",
+           "warmup_stable_decay",
            "leaderboard_row", "LEADERBOARD_MIME", "check_bits_per_char", "GPTRecipe", "NANOGPT_CPU",
            "NANOGPT_CPU_FINAL_VAL", "COURSE_CPU", "NANOGPT_GPU", "RecipeRun", "race", "time_to"]
 
@@ -40,103 +43,44 @@ def _logits(model, x):
 @torch.no_grad()
 def evaluate_lm(model, data: torch.Tensor, batch_size: int, context_len: int, n_batches: int,
                 generator: Optional[torch.Generator] = None, device=None) -> float:
-    """Mean cross-entropy in nats over `n_batches` random windows of `data` (seeded by `generator`)."""
-    if n_batches < 1:
-        raise ValueError(f"n_batches must be >= 1, got {n_batches}")
+    """Mean cross-entropy in nats over `n_batches` random windows of `data` (seeded by `generator`).
+    The model is evaluated in eval mode and left in the mode it came in, even when it raises."""
+    positive_int(n_batches=n_batches)
     n_batches = step_budget(n_batches)   # BOOK_MAX_STEPS: a smoke run evaluates only a few batches
     generator = generator if generator is not None else torch.Generator().manual_seed(1234)
     was_training = model.training
     model.eval()
-    total = 0.0
-    for _ in range(n_batches):
-        x, y = get_batch(data, batch_size, context_len, generator, device)
-        total += lm_loss(_logits(model, x), y).item()
-    model.train(was_training)
+    try:
+        total = 0.0
+        for _ in range(n_batches):
+            x, y = get_batch(data, batch_size, context_len, generator, device)
+            total += lm_loss(_logits(model, x), y).item()
+    finally:
+        model.train(was_training)
     return total / n_batches
 
 
-def warmup_stable_decay(step: int, total_steps: int, warmup: int, lr_max: float, lr_min: float,
-                        decay_frac: float = 0.3) -> float:
-    """Learning rate at `step`: linear warmup, then flat at lr_max, then a linear decay to lr_min over the
-    last `decay_frac` of the steps (WSD, Hu et al. 2024 MiniCPM; modded-nanoGPT). Chapter 10.
-
-    Unlike a cosine, the rate stays high for most of the run, and the run can be extended (or stopped
-    early with a short decay) without knowing its length at the start."""
-    if not 0 < decay_frac <= 1:
-        raise ValueError(f"decay_frac must lie in (0, 1], got {decay_frac}")
-    if step < warmup:
-        return lr_max * (step + 1) / (warmup + 1)
-    if step >= total_steps:
-        return lr_min
-    decay_start = total_steps - int(decay_frac * total_steps)
-    if step < decay_start:
-        return lr_max
-    progress = (step - decay_start) / max(1, total_steps - decay_start)
-    return lr_max + progress * (lr_min - lr_max)
-
-
-def warmup_cosine(step: int, total_steps: int, warmup: int, lr_max: float, lr_min: float) -> float:
-    """Learning rate at `step` (0-based): linear warmup to lr_max, then cosine decay to lr_min. Chapter 6.
-
-    nanoGPT's get_lr, exactly: during warmup lr_max * (step + 1) / (warmup + 1); from step total_steps on,
-    lr_min. The one schedule of the book (GPTRecipe.lr_at calls it).
-    """
-    if step < warmup:
-        return lr_max * (step + 1) / (warmup + 1)
-    if step >= total_steps:
-        return lr_min
-    progress = (step - warmup) / max(1, total_steps - warmup)
-    return lr_min + 0.5 * (1 + math.cos(math.pi * progress)) * (lr_max - lr_min)
-
-
-@dataclass
-class History:
-    """What a training run leaves: per-step train loss, (step, val loss) points, seconds of training."""
-    train_loss: List[float] = field(default_factory=list)
-    val: List[Tuple[int, float]] = field(default_factory=list)
-    train_seconds: float = 0.0
-
-    @property
-    def final_val(self) -> float:
-        return self.val[-1][1] if self.val else float("nan")
-
-
 def train_lm(model, train_data: torch.Tensor, val_data: torch.Tensor, *, steps: int, batch_size: int,
-             context_len: int, lr: float = 1e-3, optimizer=None, eval_every: int = 0, eval_batches: int = 20,
+             context_len: int, lr: float = 1e-3, optimizer=None, schedule="warmup_cosine", warmup: int = 0,
+             min_lr_ratio: float = 0.1, eval_every: int = 0, eval_batches: int = 20,
              generator: Optional[torch.Generator] = None, device=None, progress: bool = True,
-             lr_schedule: Optional[Callable[[int], float]] = None, grad_clip: Optional[float] = None,
-             desc: str = "training") -> History:
-    """Train `model` on random windows with AdamW (or `optimizer`); return its History.
+             grad_clip: Optional[float] = None, desc: str = "training") -> History:
+    """Train a language model on random windows of `train_data` with `fit`; return its History.
 
-    Validation loss is measured every `eval_every` steps (0: only at the end) on `eval_batches`
-    fixed windows; evaluation time is not counted in History.train_seconds.
+    The optimizer is `optimizer`, or AdamW at `lr` that decays the matrices only (weight decay 0.01, betas
+    0.9/0.999). `schedule` scales every group's rate (fit: "warmup_cosine", "wsd", "constant" or a callable
+    step -> factor). Validation loss is measured every `eval_every` steps (0: only at the end) on
+    `eval_batches` fixed windows; evaluation time is not counted in History.train_seconds.
     """
-    import time
-    from tqdm.auto import tqdm
-
-    if steps < 1:
-        raise ValueError(f"steps must be >= 1, got {steps}")
-    steps = step_budget(steps)   # BOOK_MAX_STEPS: a smoke run of the code path
-    optimizer = optimizer or torch.optim.AdamW(model.parameters(), lr=lr)
+    positive_int(steps=steps)
+    non_negative_int(eval_every=eval_every)
+    optimizer = optimizer or build_optimizer(model, "adamw", lr=lr, weight_decay=0.01, betas=(0.9, 0.999))
     generator = generator if generator is not None else torch.Generator().manual_seed(0)
-    hist = History()
-    model.train()
-    bar = tqdm(range(steps), desc=desc, disable=not progress, mininterval=1.0)
-    for step in bar:
-        t0 = time.perf_counter()
-        if lr_schedule is not None:
-            for group in optimizer.param_groups:
-                group["lr"] = lr_schedule(step)
-        x, y = get_batch(train_data, batch_size, context_len, generator, device)
-        loss = train_step(optimizer, lm_loss(_logits(model, x), y), model.parameters(), grad_clip)
-        hist.train_seconds += time.perf_counter() - t0
-        hist.train_loss.append(loss)
-        last = step == steps - 1
-        if last or (eval_every and (step + 1) % eval_every == 0):
-            v = evaluate_lm(model, val_data, batch_size, context_len, eval_batches, device=device)
-            hist.val.append((step + 1, v))
-            bar.set_postfix(train=f"{hist.train_loss[-1]:.3f}", val=f"{v:.3f}")
-    return hist
+    return fit(model, lambda: get_batch(train_data, batch_size, context_len, generator, device),
+               loss_fn=lambda m, b: lm_loss(_logits(m, b[0]), b[1]), optimizer=optimizer, steps=steps,
+               schedule=schedule, warmup=warmup, min_lr_ratio=min_lr_ratio, grad_clip=grad_clip,
+               eval_fn=lambda m: evaluate_lm(m, val_data, batch_size, context_len, eval_batches, device=device),
+               eval_every=eval_every or None, progress=progress, desc=desc)
 
 
 class _Row:
@@ -177,10 +121,13 @@ def check_bits_per_char(fn) -> bool:
 
 @dataclass
 class GPTRecipe:
-    """How to train a character GPT: model sizes, batch, schedule, optimiser. Chapter 7.
+    """How to train a character GPT: model sizes, batch, schedule, optimiser. Chapters 7 and 10.
 
-    The learning rate warms up linearly for `warmup` steps, then follows a cosine from lr to min_lr
-    over the remaining steps (nanoGPT's get_lr, exactly). AdamW decays matrices only.
+    The learning rate warms up linearly for `warmup` steps, then (schedule="cosine", chapter 7) follows a
+    cosine from lr to min_lr over the remaining steps (nanoGPT's get_lr, exactly), or (schedule="wsd",
+    chapter 10) stays at lr and decays linearly over the last decay_frac of the steps. optimizer="adamw":
+    AdamW, which decays matrices only; "muon": Muon (muon_lr) for the hidden matrices and AdamW for the rest.
+    Every group follows the schedule relative to its own peak rate (book.optim.fit).
     """
     name: str
     n_layers: int = 4
@@ -259,19 +206,15 @@ class GPTRecipe:
             return warmup_stable_decay(step, self.steps, self.warmup, self.lr, self.min_lr, self.decay_frac)
         return warmup_cosine(step, self.steps, self.warmup, self.lr, self.min_lr)
 
-    def make_optimizer(self, model: GPT):
-        """AdamW on everything (Chapter 7), or Muon on hidden matrices + AdamW on the rest (Chapter 10).
-        Every group's starting rate is kept as group["peak_lr"]; set_lr scales them all by the schedule."""
-        betas = (0.9, self.beta2)
-        if self.optimizer == "muon":
-            return muon_adamw(model, self.lr, self.muon_lr, self.weight_decay, betas)
-        return Optimizers([model.optimizer(self.lr, self.weight_decay, betas)])
+    def lr_factor(self, step: int) -> float:
+        """lr_at(step) / lr: the factor fit applies to every group's peak rate (Muon's groups included)."""
+        return self.lr_at(step) / self.lr
 
-    def set_lr(self, optimizer, step: int) -> None:
-        """Every group at its peak rate times the schedule's factor lr_at(step) / lr."""
-        factor = self.lr_at(step) / self.lr
-        for group in optimizer.param_groups:
-            group["lr"] = group["peak_lr"] * factor
+    def make_optimizer(self, model: GPT):
+        """AdamW on the model, matrices decayed (Chapter 7), or Muon on hidden matrices + AdamW on the rest
+        (Chapter 10): book.optim.build_optimizer."""
+        return build_optimizer(model, self.optimizer, lr=self.lr, weight_decay=self.weight_decay,
+                               betas=(0.9, self.beta2), muon_lr=self.muon_lr)
 
     @property
     def tokens(self) -> int:
@@ -310,27 +253,34 @@ class RecipeRun:
         self.model = GPT(recipe.config(vocab_size)).to(device)
         self.opt = recipe.make_optimizer(self.model)
         self.generator = torch.Generator().manual_seed(seed)
-        self.step, self.train_s, self.losses, self.stopped = 0, 0.0, [], False
+        self.history, self.stopped = History(), False
         self.last_step = step_budget(recipe.steps)   # BOOK_MAX_STEPS: a smoke run of the code path
+
+    @property
+    def step(self) -> int:
+        return self.history.steps
+
+    @property
+    def train_s(self) -> float:
+        return self.history.train_seconds
+
+    @property
+    def losses(self) -> List[float]:
+        return self.history.train_loss
 
     @property
     def done(self) -> bool:
         return self.stopped or self.step >= self.last_step
 
     def advance(self, n: int) -> None:
-        """Train up to n more steps (not past the recipe's end), timing each."""
-        import time
-
-        r, model = self.recipe, self.model
-        model.train()
-        for _ in range(min(n, self.last_step - self.step)):
-            t0 = time.perf_counter()
-            r.set_lr(self.opt, self.step)
-            x, y = get_batch(self.train_data, r.batch_size, r.context_len, self.generator, self.device)
-            loss = train_step(self.opt, model(x, y)[1], model.parameters(), r.grad_clip)  # waits for the device
-            self.train_s += time.perf_counter() - t0
-            self.losses.append(loss)
-            self.step += 1
+        """Train up to n more steps (not past the recipe's end), timing each: fit, from the step reached."""
+        positive_int(n=n)
+        if self.step >= self.last_step:
+            return
+        r = self.recipe
+        fit(self.model, lambda: get_batch(self.train_data, r.batch_size, r.context_len, self.generator, self.device),
+            loss_fn=lambda m, b: m(*b)[1], optimizer=self.opt, steps=r.steps, schedule=r.lr_factor,
+            grad_clip=r.grad_clip, start=self.step, stop=self.step + n, history=self.history, progress=False)
 
 
 def race(recipes, vocab_size: int, train_data: torch.Tensor, val_data: torch.Tensor, target: float, *,

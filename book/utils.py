@@ -225,12 +225,19 @@ def train_step(optimizer: torch.optim.Optimizer, loss: torch.Tensor, parameters=
     return loss.item()
 
 
-def adamw(model: torch.nn.Module, lr: float, weight_decay: float = 0.1, betas=(0.9, 0.99)) -> torch.optim.AdamW:
-    """AdamW with weight decay on matrices (dim >= 2) only, not on norms and biases (as nanoGPT). Chapter 7."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
-              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=lr, betas=betas)
+def adamw(params, lr: float, weight_decay: float = 0.1, betas=(0.9, 0.99)) -> torch.optim.AdamW:
+    """AdamW with the book's one weight-decay split (as nanoGPT): matrices (dim >= 2) decay; norms' gains,
+    biases and every other 1-D parameter do not. `params`: a module or an iterable of parameters (tied
+    weights count once). Chapter 7. book.optim.build_optimizer builds every optimizer of the book through it."""
+    params = params.parameters() if isinstance(params, torch.nn.Module) else params
+    seen, kept = set(), []
+    for p in params:
+        if p.requires_grad and id(p) not in seen:
+            seen.add(id(p))
+            kept.append(p)
+    groups = [{"params": [p for p in kept if p.dim() >= 2], "weight_decay": weight_decay},
+              {"params": [p for p in kept if p.dim() < 2], "weight_decay": 0.0}]
+    return torch.optim.AdamW([g for g in groups if g["params"]], lr=lr, betas=betas)
 
 
 def check_config(config, positive: Sequence[str], optional_positive: Sequence[str] = (), divides=None) -> None:

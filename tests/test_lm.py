@@ -104,10 +104,9 @@ def test_train_lm_learns_a_cycle_and_reports_history():
     stream = torch.arange(5).repeat(200)                 # 0 1 2 3 4 0 1 ... : next token is determined
     torch.manual_seed(0)
     model = TinyLM()
-    sched = lambda step: warmup_cosine(step, 60, 5, 0.3, 0.03)
-    hist = train_lm(model, stream, stream, steps=60, batch_size=8, context_len=6, eval_every=20,
-                    eval_batches=2, progress=False, lr_schedule=sched, grad_clip=1.0)
-    assert isinstance(hist, History) and len(hist.train_loss) == 60
+    hist = train_lm(model, stream, stream, steps=60, batch_size=8, context_len=6, eval_every=20, lr=0.3,
+                    eval_batches=2, progress=False, schedule="warmup_cosine", warmup=5, grad_clip=1.0)
+    assert isinstance(hist, History) and len(hist.train_loss) == hist.steps == 60
     assert [s for s, _ in hist.val] == [20, 40, 60]
     assert hist.final_val < 0.2 < hist.train_loss[0] and hist.train_seconds > 0
     assert evaluate_lm(model, stream, 4, 6, 2) == pytest.approx(hist.final_val, abs=0.05)

@@ -165,6 +165,35 @@ def test_bad_arguments():
         model(torch.tensor([[PAD, PAD]]), torch.tensor([[BOS]]))
     with pytest.raises(ValueError, match="max_len must be"):
         model.greedy(torch.tensor([[3]]), 0)
-    with pytest.raises(ValueError, match="steps >= 1"):
+    with pytest.raises(ValueError, match="steps must be a positive int"):
         train_seq2seq(model, TASK, steps=0)
     assert isinstance(model, Seq2Seq) and isinstance(model.decoder.cell, nn.GRUCell)
+
+
+def _rates_of_a_run(monkeypatch, **kw):
+    """(optimizer, the rate at every step) of a 10-step train_seq2seq run."""
+    import book.seq2seq as s2s
+
+    built, rates = [], []
+    real = s2s.build_optimizer
+    monkeypatch.setattr(s2s, "build_optimizer", lambda *a, **k: built.append(real(*a, **k)) or built[-1])
+    model = small_model("none")
+    model.register_forward_pre_hook(lambda m, args: rates.append(built[0].param_groups[0]["lr"]))
+    train_seq2seq(model, TASK, steps=10, batch_size=4, lr=1e-2, max_len=6, generator=torch.Generator().manual_seed(0),
+                  progress=False, **kw)
+    return built[0], rates
+
+
+def test_train_seq2seq_trains_like_every_transformer_and_keeps_the_rnns_setting(monkeypatch):
+    opt, rates = _rates_of_a_run(monkeypatch, warmup=3)
+    assert type(opt) is torch.optim.AdamW and rates[:3] == pytest.approx([1e-2 / 4, 2e-2 / 4, 3e-2 / 4])
+    assert {g["weight_decay"] for g in opt.param_groups} == {0.1, 0.0}     # matrices only
+    adam, rates = _rates_of_a_run(monkeypatch, optimizer="adam", warmup=0)  # chapters 2 and 3: Adam + cosine
+    ref = torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))], lr=1e-2)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(ref, 10, eta_min=1e-3)
+    expected = []
+    for _ in range(10):
+        expected.append(ref.param_groups[0]["lr"])
+        ref.step()
+        sched.step()
+    assert type(adam) is torch.optim.Adam and rates == pytest.approx(expected)

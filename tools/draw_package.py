@@ -17,8 +17,8 @@ PACKAGE = ROOT / "book"
 # lowest first; the names say what each layer is for
 LAYERS = [
     ("argument checks", ["checks"]),
-    ("foundations", ["utils", "data", "tokenizers", "tasks", "objectives", "plots", "optim"]),
-    ("maths and counts", ["attention", "positional", "ngram", "widgets", "diagrams"]),
+    ("foundations", ["utils", "data", "tokenizers", "tasks", "objectives", "plots"]),
+    ("maths and counts", ["optim", "attention", "positional", "ngram", "widgets", "diagrams"]),
     ("modules and blocks", ["layers", "rnn"]),
     ("models", ["models", "bert", "seq2seq", "transformer"]),
     ("generation and training", ["generate", "train", "distributed"]),
