@@ -5,7 +5,7 @@
     python benchmarks/gpt_time_to_loss.py --ladder     # also each course change on its own (slow)
     python benchmarks/gpt_time_to_loss.py --quick      # a smoke test of the harness, no claims
 
-Both runs train the same `book.models.GPT` code in one process; only the recipe differs
+Both runs train the same `book.gpt.GPT` code in one process; only the recipe differs
 (book.models.NANOGPT_CPU and COURSE_CPU). Their steps are interleaved in short chunks, so both see
 the same machine load, and the clock runs only during training steps: evaluation is excluded.
 Every chunk ends with the validation loss on the same fixed windows (nanoGPT's estimate_loss

@@ -24,7 +24,7 @@ import torch
 
 from bench_common import ROOT, char_corpus, parser, write_rows
 from book.data import get_batch
-from book.models import lm_loss
+from book.gpt import lm_loss
 from book.rnn import CharRNN
 from book.train import COURSE_CPU, RecipeRun, evaluate_lm, nats_to_bits
 from book.utils import train_step

@@ -1,8 +1,8 @@
 """`book`: the helper package of the course "Transformers, Gap by Gap".
 
-Organised by concept: utils, data, tokenizers, ngram, train, plots, widgets, and later
-attention, positional, layers, models, generate, rnn, seq2seq, tasks, transformer, objectives, bert, pretrain,
-pretrained.
+Organised by concept: utils, checks, data, tokenizers, ngram, train, optim, plots, widgets, diagrams, and later
+positional, attention, kv_cache, layers, blocks, exercises, gpt, generate, rnn, seq2seq, tasks, transformer,
+objectives, bert, distributed, pretrain, pretrained.
 """
 from .utils import (check_shape, claim, count_params, get_device, glue, gpu_scale, seed_everything, set_threads,
                     smoke_run, step_budget, timed)

@@ -23,7 +23,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from .models import GPT, GPTConfig
+from .gpt import GPT, GPTConfig
 from .utils import train_step
 
 __all__ = ["global_batch", "main"]

@@ -2,9 +2,9 @@
 
 Shape legend (batch first): B batch, T time, V vocab.
 
-`generate` works on any language model with this interface (book.models.GPT has it; so can yours):
+`generate` works on any language model with this interface (book.gpt.GPT has it; so can yours):
   model(idx (B, T)) -> logits (B, T, V), and model.config.context_len, the longest input it takes;
-  for use_cache=True also model.new_cache(batch_size, context_len) -> a cache (book.layers.KVCache), and
+  for use_cache=True also model.new_cache(batch_size, context_len) -> a cache (book.kv_cache.KVCache), and
   model(idx_new, cache=cache), which reads only the tokens after the cached ones and advances the cache.
 `greedy_translate` does the same for an encoder-decoder (book.transformer.Transformer): encode once, then decode.
 The model never needs this module: generation sits on top of the models, as training does.
@@ -109,7 +109,7 @@ def generate(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, *, temper
     """Extend prompts idx (B, T) by max_new_tokens sampled tokens -> (B, T + max_new_tokens). Chapter 7.
 
     Without a cache every step reruns the model on the whole (cropped) sequence; with use_cache=True
-    the model (a book.models.GPT) sees the prompt once, then one new token per step.
+    the model (a book.gpt.GPT) sees the prompt once, then one new token per step.
     """
     _check_token_ids(idx, "idx")
     if idx.dim() != 2 or idx.shape[1] < 1:

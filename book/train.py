@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from .data import get_batch
-from .models import GPT, GPTConfig, lm_loss
+from .gpt import GPT, GPTConfig, lm_loss
 from .optim import Optimizers, muon_adamw
 from .utils import step_budget, train_step
 

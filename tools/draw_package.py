@@ -16,10 +16,11 @@ PACKAGE = ROOT / "book"
 
 # lowest first; the names say what each layer is for
 LAYERS = [
-    ("foundations", ["utils", "data", "tokenizers", "tasks", "objectives", "plots", "optim"]),
-    ("maths and counts", ["attention", "positional", "ngram", "widgets", "diagrams"]),
-    ("modules and blocks", ["layers", "rnn"]),
-    ("models", ["models", "bert", "seq2seq", "transformer"]),
+    ("foundations", ["utils", "checks", "data", "tokenizers", "tasks", "objectives", "plots", "optim"]),
+    ("maths and counts", ["positional", "kv_cache", "ngram", "widgets", "diagrams"]),
+    ("attention and modules", ["attention", "layers", "rnn"]),
+    ("blocks and exercises", ["blocks", "exercises"]),
+    ("models", ["gpt", "bert", "seq2seq", "transformer"]),
     ("generation and training", ["generate", "train", "distributed"]),
     ("pre-training and fine-tuning", ["pretrain", "pretrained"]),
 ]
