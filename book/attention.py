@@ -293,13 +293,18 @@ class Attention(nn.Module):
             keep = rule if mask is None else mask & rule
         if self.n_kv_heads < self.n_heads:   # each kv head serves H / G query heads
             k, v = (t.repeat_interleave(self.n_heads // self.n_kv_heads, dim=1) for t in (k, v))  # (B, H, Tk, D)
+        if mask is not None:   # a caller's mask must leave every query a key (one device sync); ours always do
+            _check_mask(keep, Tq, Tk)
         p = self.dropout if self.training else 0.0
-        if need_weights:   # the written-out path: (B, H, Tq, D) and weights (B, H, Tq, Tk)
-            out, weights = scaled_dot_product_attention(q, k, v, keep)
-            if p > 0:
-                out = F.dropout(weights, p) @ v    # attention dropout, as in the fast path
-        else:
-            out, weights = attention(q, k, v, mask=keep, is_causal=fused_causal, dropout_p=p), None
+        if need_weights:   # written out, as Chapter 4's scaled_dot_product_attention: weights (B, H, Tq, Tk)
+            scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)
+            if keep is not None:
+                scores = scores.masked_fill(~keep, float("-inf"))
+            weights = scores.softmax(dim=-1)
+            out = (F.dropout(weights, p) if p > 0 else weights) @ v   # attention dropout, as the fused kernel's
+        else:   # PyTorch's fused kernel (flash attention where it can); the weights are never stored
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, dropout_p=p, is_causal=fused_causal)
+            weights = None
         out = self.out_proj(out.transpose(1, 2).reshape(B, Tq, C))   # (B, H, Tq, D) -> (B, Tq, C)
         return (out, weights) if need_weights else out
 

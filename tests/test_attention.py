@@ -432,3 +432,19 @@ def test_to_torch_mha_refuses_what_pytorch_lacks():
             to_torch_mha(m)
     ref = to_torch_mha(Attention(C, H), bias=True)
     assert isinstance(ref, nn.MultiheadAttention) and (ref.in_proj_bias == 0).all()
+
+
+def test_only_a_callers_mask_is_checked_for_empty_rows(monkeypatch):
+    """The empty-row check costs a device sync; the module's own causal and window masks never need it."""
+    import book.attention as A
+    calls = []
+    monkeypatch.setattr(A, "_check_mask", lambda keep, tq, tk: calls.append((tq, tk)))
+    m = Attention(C, H, window=2).eval()
+    x = torch.randn(B, TQ, C)
+    cache = KVCache(1, B, H, 8, D)
+    m(x[:, :3], causal=True, cache=cache)
+    cache.advance(3)
+    m(x[:, 3:], causal=True, cache=cache, need_weights=True)
+    assert calls == []
+    m(x, causal=True, mask=torch.ones(B, 1, 1, TQ, dtype=torch.bool))
+    assert calls == [(TQ, TQ)]
