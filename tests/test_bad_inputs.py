@@ -41,6 +41,10 @@ def _qkv(tq=T, tk=T, dtype=torch.float32):
             torch.randn(B, H, tk, 4, generator=g).to(dtype))
 
 
+def _block():
+    return TransformerBlock(C, H, causal=True)
+
+
 def _padding_true_at_pad():
     """A (B, 1, 1, T) mask in the opposite convention: True at padding; the second sequence has none."""
     return ~padding_mask(torch.tensor([3, T]), T)
@@ -76,25 +80,28 @@ CASES = [
     # ---- masks (book.attention, book.blocks) ------------------------------------------------------
     ("mha-(B,T)-mask-with-B==T", lambda: Attention(C, H)(torch.randn(T, T, C), causal=False, mask=_square_batch_mask()),
      ValueError, "ambiguous when the batch size B = 5 equals Tq = 5"),
-    ("block-(B,T)-mask-with-B==T", lambda: TransformerBlock(C, H, causal=True)(torch.randn(T, T, C), mask=_square_batch_mask()),
+    ("block-(B,T)-mask-with-B==T", lambda: _block()(torch.randn(T, T, C), mask=_square_batch_mask()),
      ValueError, "could be a (Tq, Tk) mask or a (B, Tk) padding mask"),
     ("mha-(B,T)-mask-with-B!=T", lambda: Attention(C, H)(torch.randn(B, T, C), causal=False, mask=torch.ones(B, T) > 0),
      ValueError, "padding mask must be passed as (B, 1, 1, Tk) = (2, 1, 1, 5)"),
     ("mha-3d-mask", lambda: Attention(C, H)(torch.randn(B, T, C), causal=False, mask=torch.ones(B, T, T) > 0),
      ValueError, "mask must be 2-D (Tq, Tk) or 4-D (B, H, Tq, Tk)"),
-    ("mha-4d-mask-wrong-batch", lambda: Attention(C, H)(torch.randn(B, T, C), causal=False, mask=torch.ones(3, 1, 1, T) > 0),
+    ("mha-4d-mask-wrong-batch", lambda: Attention(C, H)(torch.randn(B, T, C), causal=False,
+                                                           mask=torch.ones(3, 1, 1, T) > 0),
      ValueError, "a 4-D mask must be (B | 1, H | 1, Tq | 1, Tk | 1) with B = 2"),
     ("sdpa-mask-true-at-padding", lambda: scaled_dot_product_attention(*_qkv(), _padding_true_at_pad()),
      ValueError, "True = may attend"),
     ("attention-mask-true-at-padding", lambda: attention(*_qkv(), mask=_padding_true_at_pad()),
      ValueError, "whose attention weights would be NaN"),
-    ("mha-mask-true-at-padding", lambda: Attention(C, H)(torch.randn(B, T, C), causal=False, mask=_padding_true_at_pad()),
+    ("mha-mask-true-at-padding", lambda: Attention(C, H)(torch.randn(B, T, C), causal=False,
+                                                            mask=_padding_true_at_pad()),
      ValueError, "True = may attend"),
-    ("block-mask-true-at-padding", lambda: TransformerBlock(C, H, causal=True)(torch.randn(B, T, C), mask=_padding_true_at_pad()),
+    ("block-mask-true-at-padding", lambda: _block()(torch.randn(B, T, C), mask=_padding_true_at_pad()),
      ValueError, "must be inverted with ~mask"),
-    ("block-float-mask", lambda: TransformerBlock(C, H, causal=True)(torch.randn(B, T, C), mask=torch.ones(B, 1, 1, T)),
+    ("block-float-mask", lambda: _block()(torch.randn(B, T, C), mask=torch.ones(B, 1, 1, T)),
      ValueError, "mask must be a bool tensor (True = may attend), got dtype torch.float32"),
-    ("gqa-(B,T)-mask-with-B==T", lambda: Attention(C, H, 1)(torch.randn(T, T, C), causal=True, mask=_square_batch_mask()),
+    ("gqa-(B,T)-mask-with-B==T", lambda: Attention(C, H, 1)(torch.randn(T, T, C), causal=True,
+                                                             mask=_square_batch_mask()),
      ValueError, "is ambiguous"),
     ("mha-float64-input", lambda: Attention(C, H)(torch.randn(B, T, C, dtype=torch.float64), causal=False),
      TypeError, "x has dtype torch.float64 but the module's weights are torch.float32"),
@@ -190,8 +197,8 @@ def test_valid_neighbours_of_the_bad_cases_still_work():
     x = torch.randn(B, T, C)
     Attention(C, H)(torch.randn(1, 1, C), causal=False, mask=torch.ones(1, 1, dtype=torch.bool))  # B == Tq == 1
     Attention(C, H)(x, causal=False, mask=torch.ones(T, T, dtype=torch.bool).tril())  # (Tq, Tk), B != Tq
-    TransformerBlock(C, H, causal=True)(torch.randn(T, T, C), mask=_square_batch_mask()[:, None, None, :])  # (B, 1, 1, T)
-    TransformerBlock(C, H, causal=True)(x, mask=padding_mask(torch.tensor([3, T]), T))
+    _block()(torch.randn(T, T, C), mask=_square_batch_mask()[:, None, None, :])  # (B, 1, 1, T)
+    _block()(x, mask=padding_mask(torch.tensor([3, T]), T))
     assert CharTokenizer("abc").decode(torch.tensor([2, 0])) == "ca"  # integer tensor elements are ids
     cache = KVCache(1, B, H, 4, 4)
     cache.advance(0)
@@ -237,7 +244,7 @@ _WRONG_ANSWERS = textwrap.dedent("""
                               lambda ids, vocab, g: mask_tokens(ids, vocab, mask_frac=0.99, random_frac=0.0,
                                                                 generator=g)[:2]),
         "check_cross_attention": (check_cross_attention,
-                                  lambda y, m, a, k: a(y, m, causal=False, need_weights=True)[1]),   # padding not masked
+                                  lambda y, m, a, k: a(y, m, causal=False, need_weights=True)[1]),   # no padding mask
     }
     accepted = []
     for name, (check, answer) in wrong.items():
