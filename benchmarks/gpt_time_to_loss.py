@@ -5,8 +5,8 @@
     python benchmarks/gpt_time_to_loss.py --ladder     # also each course change on its own (slow)
     python benchmarks/gpt_time_to_loss.py --quick      # a smoke test of the harness, no claims
 
-Both runs train the same `book.models.GPT` code in one process; only the recipe differs
-(book.models.NANOGPT_CPU and COURSE_CPU). Their steps are interleaved in short chunks, so both see
+Both runs train the same `book.gpt.GPT` code in one process; only the recipe differs
+(book.train.NANOGPT_CPU and COURSE_CPU). Their steps are interleaved in short chunks, so both see
 the same machine load, and the clock runs only during training steps: evaluation is excluded.
 Every chunk ends with the validation loss on the same fixed windows (nanoGPT's estimate_loss
 draws new random windows each time, which is noisier); the run's time at the first evaluation at
@@ -42,7 +42,7 @@ def log(line: str) -> None:
 
 
 def run_race(recipes, data, args, stop=(), device=None, target=TARGET):
-    """Interleaved race of the recipes (book.models.race), each evaluated 40 times over its schedule."""
+    """Interleaved race of the recipes (book.train.race), each evaluated 40 times over its schedule."""
     train, val, vocab = data
     every = [max(1, r.steps // 40) for r in recipes]
     return race(recipes, vocab, train, val, target, every=every, eval_windows=args.eval_batches * EVAL_BATCH,

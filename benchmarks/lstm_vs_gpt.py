@@ -23,6 +23,7 @@ import torch
 
 from bench_common import ROOT, char_corpus, parser, write_rows
 from book.data import get_batch
+from book.gpt import lm_loss
 from book.optim import build_optimizer
 from book.rnn import CharRNN
 from book.train import COURSE_CPU, History, RecipeRun, evaluate_lm, fit, nats_to_bits

@@ -24,7 +24,7 @@ import dataclasses
 import torch
 
 from bench_common import ROOT, char_corpus, parser, write_rows
-from book.models import GPT
+from book.gpt import GPT
 from book.train import COURSE_CPU, NANOGPT_CPU_FINAL_VAL, race, time_to
 from book.utils import count_params
 

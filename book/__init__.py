@@ -2,10 +2,12 @@
 
 Organised by concept, in layers that import only downwards (tests/test_layering.py, tools/draw_package.py):
 - argument checks: checks (the one validation idiom);
-- foundations: utils, data, tokenizers, tasks, objectives, plots, optim;
-- maths and counts: attention, positional, ngram, widgets, diagrams;
-- modules and blocks: layers, rnn;
-- models: models (the GPT), bert, seq2seq, transformer;
+- foundations: utils, data, tokenizers, tasks, objectives, plots;
+- maths and counts: optim (the one training loop, fit, and the optimizer builder), timing, positional, kv_cache,
+  ngram, widgets, diagrams;
+- attention and modules: attention (the functions and the one Attention module), layers (FFN, norms), rnn;
+- blocks and exercises: blocks, exercises;
+- models: gpt, bert, seq2seq, transformer;
 - generation and training: generate, train, distributed;
 - pre-training and fine-tuning: pretrain, pretrained.
 """

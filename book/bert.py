@@ -4,10 +4,11 @@ Read it top to bottom: EncoderConfig (the sizes), then BERT (the stack and its m
 Shape legend (batch first): B batch, T time, C = d_model, H = n_heads, V vocab.
 
 ids (B, T) -> token embeddings + learned positions -> n_layers blocks of bidirectional self-attention and FFN
-(book.layers.TransformerBlock with causal=False, pre-norm as in the GPT of Chapter 7) -> final LayerNorm ->
-lm_head (tied to the token embedding) -> logits (B, T, V) at every position. Trained with masked language
-modelling (book.objectives.mask_tokens), the logits at a masked position guess the hidden token from both
-sides. The same parts make the GPT (book.models) and the encoder-decoder (book.transformer).
+(book.blocks.TransformerBlock with causal=False; pre-norm by default, as the GPT of Chapter 7) -> final
+LayerNorm -> lm_head (tied to the token embedding) -> logits (B, T, V) at every position. Trained with masked
+language modelling (book.objectives.mask_tokens), the logits at a masked position guess the hidden token from
+both sides. Its attention is the GPT's (book.gpt) and the encoder-decoder's (book.transformer):
+book.attention.Attention, here with causal=False; its FFN and LayerNorm are book.layers', as theirs.
 
 The defaults are the book's own encoder (pre-norm, no biases). Four fields make it the published BERT, so that a
 real checkpoint fits the same class (book.pretrained loads one): norm="post" (LN(x + f(x)) in every block, no final
@@ -22,9 +23,10 @@ from typing import Optional
 import torch
 import torch.nn as nn
 
-from .layers import LayerNorm, TransformerBlock
+from .blocks import TransformerBlock
+from .checks import divides, non_negative_int, one_of, positive_int, positive_number, probability, token_ids
+from .layers import LayerNorm
 from .positional import LearnedPositionalEmbedding
-from .utils import check_config
 
 __all__ = ["EncoderConfig", "BERT"]
 
@@ -47,20 +49,19 @@ class EncoderConfig:
     eps: float = 1e-5            # every LayerNorm's; BERT's checkpoints use 1e-12
 
     def __post_init__(self):
-        check_config(self, ["vocab_size", "context_len", "d_model", "n_heads", "n_layers"], ["d_ff"],
-                     divides=("n_heads", "d_model"))
-        if self.positions not in ("learned", "rope"):
-            raise ValueError(f"positions must be 'learned' or 'rope', got {self.positions!r}")
-        if self.norm not in ("pre", "post"):
-            raise ValueError(f"norm must be 'pre' or 'post', got {self.norm!r}")
+        positive_int(vocab_size=self.vocab_size, context_len=self.context_len, d_model=self.d_model,
+                     n_heads=self.n_heads, n_layers=self.n_layers)
+        if self.d_ff is not None:
+            positive_int(d_ff=self.d_ff)
+        divides("n_heads", self.n_heads, "d_model", self.d_model)
+        probability(dropout=self.dropout)
+        one_of(("learned", "rope"), positions=self.positions)
+        one_of(("pre", "post"), norm=self.norm)
         for name in ("bias", "embedding_norm"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
-        n = self.n_token_types
-        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-            raise ValueError(f"n_token_types must be an int >= 0 (0 = no token-type embeddings), got {n!r}")
-        if isinstance(self.eps, bool) or not isinstance(self.eps, (int, float)) or not self.eps > 0:
-            raise ValueError(f"eps must be a positive number, got {self.eps!r}")
+        non_negative_int(n_token_types=self.n_token_types)   # 0 = no token-type embeddings
+        positive_number(eps=self.eps)
 
 
 class BERT(nn.Module):
@@ -81,7 +82,7 @@ class BERT(nn.Module):
         self.emb_norm = LayerNorm(c.d_model, c.eps) if c.embedding_norm else None
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList([
-            TransformerBlock(c.d_model, c.n_heads, c.d_ff, norm=c.norm, causal=False, bias=c.bias, dropout=c.dropout,
+            TransformerBlock(c.d_model, c.n_heads, c.d_ff, causal=False, norm=c.norm, bias=c.bias, dropout=c.dropout,
                              activation="gelu", rope=rope, eps=c.eps) for _ in range(c.n_layers)])
         # post-norm blocks end in a LayerNorm already; pre-norm ones leave the residual stream unnormalised
         self.ln_f = LayerNorm(c.d_model, c.eps) if c.norm == "pre" else nn.Identity()
@@ -97,16 +98,12 @@ class BERT(nn.Module):
     def _check_inputs(self, idx: torch.Tensor, keep, token_types) -> Optional[torch.Tensor]:
         """Raise on bad ids, keep or token_types; -> the attention mask (B, 1, 1, T) from keep, or None."""
         c = self.config
-        if not isinstance(idx, torch.Tensor) or idx.dtype.is_floating_point or idx.dtype == torch.bool:
-            got = idx.dtype if isinstance(idx, torch.Tensor) else type(idx).__name__
-            raise TypeError(f"idx must be an integer tensor of token ids (torch.long), got {got}")
+        token_ids(idx, name="idx")
         if idx.dim() != 2 or idx.shape[1] < 1:
             raise ValueError(f"idx should have shape (B, T) with T >= 1, got {tuple(idx.shape)}")
         if idx.shape[1] > c.context_len:
             raise ValueError(f"sequence of {idx.shape[1]} tokens is longer than context_len={c.context_len}")
-        if int(idx.min()) < 0 or int(idx.max()) >= c.vocab_size:
-            raise ValueError(f"token ids must lie in [0, vocab_size={c.vocab_size}), got ids from "
-                             f"{int(idx.min())} to {int(idx.max())}")
+        token_ids(idx, c.vocab_size, "token ids")
         if token_types is not None:
             _check_token_types(token_types, idx.shape, c.n_token_types)
         if keep is None:

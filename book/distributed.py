@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from .models import GPT, GPTConfig
+from .gpt import GPT, GPTConfig
 from .optim import build_optimizer, fit
 
 __all__ = ["global_batch", "main"]

@@ -2,10 +2,10 @@
 
 Shape legend (batch first): B batch, T time, V vocab.
 
-`generate` works on any language model with this interface (book.models.GPT and book.rnn.CharRNN have it):
+`generate` works on any language model with this interface (book.gpt.GPT and book.rnn.CharRNN have it):
   model(idx (B, T)) -> logits (B, T, V), and its context length, the longest input it takes: model.context_len
   (None: any length, as a recurrent model) or else model.config.context_len (see context_len_of);
-  for use_cache=True also model.new_cache(batch_size, context_len) -> a cache (book.layers.KVCache), and
+  for use_cache=True also model.new_cache(batch_size, context_len) -> a cache (book.kv_cache.KVCache), and
   model(idx_new, cache=cache), which reads only the tokens after the cached ones and advances the cache.
 `greedy_translate` does the same for an encoder-decoder (book.transformer.Transformer): encode once, then decode.
 The model never needs this module: generation sits on top of the models, as training does.
@@ -115,7 +115,7 @@ def generate(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, *, temper
     """Extend prompts idx (B, T) by max_new_tokens sampled tokens -> (B, T + max_new_tokens). Chapter 7.
 
     Without a cache every step reruns the model on the whole sequence, cropped to its context length
-    (context_len_of; a model with None reads it all); with use_cache=True the model (a book.models.GPT)
+    (context_len_of; a model with None reads it all); with use_cache=True the model (a book.gpt.GPT)
     sees the prompt once, then one new token per step. The model is left in the mode it came in.
     """
     token_ids(idx, getattr(getattr(model, "config", None), "vocab_size", None), name="idx")
@@ -131,7 +131,7 @@ def generate(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, *, temper
     cache = None
     if use_cache:
         if not hasattr(model, "new_cache"):
-            raise ValueError(f"use_cache=True needs a model with new_cache (a book.models.GPT); "
+            raise ValueError(f"use_cache=True needs a model with new_cache (a book.gpt.GPT); "
                              f"{type(model).__name__} has none")
         if ctx is not None and idx.shape[1] + max_new_tokens > ctx:
             raise ValueError(f"with a KV cache, prompt + new tokens must fit context_len={ctx} "

@@ -23,6 +23,8 @@ from typing import Callable, Union
 import torch
 from torch import nn
 
+from .checks import positive_int
+
 __all__ = [
     "pair_frequencies",
     "sinusoidal_table",
@@ -37,7 +39,8 @@ __all__ = [
 
 
 def _check_even(dim: int, name: str) -> None:
-    if not isinstance(dim, int) or dim < 2 or dim % 2:
+    """The one check book.checks lacks: an even width (dims come in sin/cos pairs)."""
+    if positive_int(**{name: dim}) % 2:
         raise ValueError(f"{name} must be a positive even int (dims come in sin/cos pairs), got {dim!r}")
 
 
@@ -124,8 +127,7 @@ class LearnedPositionalEmbedding(_AbsolutePositions):
 
     def __init__(self, d_model: int, context_len: int, init_std: float = 0.02):
         super().__init__()
-        if d_model < 1 or context_len < 1:
-            raise ValueError(f"d_model and context_len must be >= 1, got {d_model}, {context_len}")
+        positive_int(d_model=d_model, context_len=context_len)
         self.d_model, self.context_len = d_model, context_len
         self.weight = nn.Parameter(torch.randn(context_len, d_model) * init_std)
 

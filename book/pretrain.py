@@ -3,7 +3,7 @@
 The three families of the book, trained on the same windows of characters with their own objective
 (book.objectives):
   "bert"  an encoder (book.bert.BERT) with masked language modelling: the loss at the 15 % chosen positions;
-  "gpt"   a decoder (book.models.GPT) with causal language modelling: the loss at every position;
+  "gpt"   a decoder (book.gpt.GPT) with causal language modelling: the loss at every position;
   "t5"    an encoder-decoder (book.transformer.Transformer): the encoder reads the window with each dropped span
           replaced by a sentinel, the decoder writes the spans.
 Then: fill a one-character blank (fill_blank), score a continuation (continuation_bits), write text (write),
@@ -41,7 +41,7 @@ def family_configs(vocab_size: int, context_len: int = 64, width: int = 96, n_he
     T5's cross-attention has no positions.
     """
     from .bert import EncoderConfig
-    from .models import GPTConfig
+    from .gpt import GPTConfig
     from .transformer import TransformerConfig
 
     return {"BERT": EncoderConfig(vocab_size, context_len, d_model=width, n_heads=n_heads, n_layers=n_layers,
@@ -56,7 +56,7 @@ def family_configs(vocab_size: int, context_len: int = 64, width: int = 96, n_he
 def build(name: str, config):
     """The model of family_configs' `name` ("BERT", "GPT" or "T5") from its config."""
     from .bert import BERT
-    from .models import GPT
+    from .gpt import GPT
     from .transformer import Transformer
 
     builders = {"BERT": BERT, "GPT": GPT, "T5": Transformer}

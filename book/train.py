@@ -17,8 +17,8 @@ from typing import List, Optional
 import torch
 
 from .data import get_batch
-from .models import GPT, GPTConfig, lm_loss
 from .checks import non_negative_int, positive_int
+from .gpt import GPT, GPTConfig, lm_loss
 from .optim import History, build_optimizer, fit, warmup_cosine, warmup_stable_decay
 from .utils import step_budget
 

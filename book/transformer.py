@@ -9,8 +9,11 @@ tgt ids (B, T) -> embeddings * sqrt(C) + positions -> n_layers decoder layers (c
 cross-attention into memory, FFN) -> lm_head -> logits (B, T, V).
 Each sub-layer has a residual and a LayerNorm, after the sum by default ("post", as in the paper and
 nn.Transformer). The final LayerNorms of encoder and decoder are nn.Transformer's: redundant after a
-post-norm layer, needed with norm="pre". Mask convention: True = may attend (src_keep_mask = src != pad).
-The parts come from book.layers and book.positional; greedy decoding sits on top, in book.generate.
+post-norm layer, needed with norm="pre". Mask convention: True = may attend: src_keep and memory_keep are
+(B, S) keep masks, True at real source tokens (src_keep_mask(src) = src != pad), unlike nn.Transformer's
+src_mask/memory_mask (attention masks with True = blocked). The layers are book.blocks' (encoder:
+TransformerBlock(causal=False), decoder: DecoderBlock), all on book.attention.Attention; greedy decoding sits
+on top, in book.generate.
 """
 from __future__ import annotations
 
@@ -22,16 +25,15 @@ from typing import Optional
 import torch
 import torch.nn as nn
 
-from .layers import DecoderBlock, KVCache, LayerNorm, TransformerBlock
+from .attention import Attention
+from .blocks import DecoderBlock, TransformerBlock, to_torch_decoder_layer, to_torch_encoder_layer
+from .checks import divides, one_of, positive_int, probability, token_ids
+from .kv_cache import KVCache
+from .layers import LayerNorm
 from .positional import SinusoidalPositionalEncoding
 
 __all__ = ["TransformerConfig", "Transformer", "to_torch_transformer", "transformer_params", "check_transformer_params",
            "check_cross_attention"]
-
-
-def _positive_int(name: str, v) -> None:
-    if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-        raise ValueError(f"{name} must be a positive int, got {v!r}")
 
 
 @dataclass
@@ -57,18 +59,16 @@ class TransformerConfig:
     positions: str = "sinusoidal"   # as the paper; or "rope": the self-attentions rotate q and k (Chapter 5)
 
     def __post_init__(self):
-        for name in ("src_vocab_size", "tgt_vocab_size", "context_len", "d_model", "n_heads", "n_layers"):
-            _positive_int(name, getattr(self, name))
-        if self.d_model % self.n_heads or self.d_model % 2:
-            raise ValueError(f"d_model must be even and divisible by n_heads, got {self.d_model} and {self.n_heads}")
+        positive_int(src_vocab_size=self.src_vocab_size, tgt_vocab_size=self.tgt_vocab_size,
+                     context_len=self.context_len, d_model=self.d_model, n_heads=self.n_heads, n_layers=self.n_layers)
+        divides("n_heads", self.n_heads, "d_model", self.d_model)
+        if self.d_model % 2:
+            raise ValueError(f"d_model must be even (the sinusoidal positions come in sin/cos pairs), got {self.d_model}")
         if self.d_ff is not None:
-            _positive_int("d_ff", self.d_ff)
-        if self.norm not in ("post", "pre"):
-            raise ValueError(f"norm must be 'post' (the paper) or 'pre', got {self.norm!r}")
-        if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) or not 0 <= self.dropout < 1:
-            raise ValueError(f"dropout must lie in [0, 1), got {self.dropout!r}")
-        if self.positions not in ("sinusoidal", "rope"):
-            raise ValueError(f"positions must be 'sinusoidal' or 'rope', got {self.positions!r}")
+            positive_int(d_ff=self.d_ff)
+        one_of(("post", "pre"), norm=self.norm)
+        probability(dropout=self.dropout)
+        one_of(("sinusoidal", "rope"), positions=self.positions)
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError(f"share_embeddings needs one vocabulary, got src_vocab_size={self.src_vocab_size} "
                              f"and tgt_vocab_size={self.tgt_vocab_size}")
@@ -80,23 +80,19 @@ class TransformerConfig:
 
 def _check_ids(ids, name: str, vocab_size: int, context_len: int, offset: int = 0) -> None:
     """Raise unless ids is a (B, T) integer tensor with values in [0, vocab_size) and offset + T <= context_len."""
-    if not isinstance(ids, torch.Tensor) or ids.dtype.is_floating_point or ids.dtype == torch.bool:
-        got = ids.dtype if isinstance(ids, torch.Tensor) else type(ids).__name__
-        raise TypeError(f"{name} must be an integer tensor of token ids (torch.long), got {got}")
+    token_ids(ids, name=name)
     if ids.dim() != 2 or ids.shape[1] < 1:
         raise ValueError(f"{name} should have shape (B, T) with T >= 1, got {tuple(ids.shape)}")
     if offset + ids.shape[1] > context_len:
         raise ValueError(f"{name} reaches position {offset + ids.shape[1]}, longer than context_len={context_len}")
-    lo, hi = int(ids.min()), int(ids.max())
-    if lo < 0 or hi >= vocab_size:
-        raise ValueError(f"{name} ids must lie in [0, {vocab_size}), got ids from {lo} to {hi}")
+    token_ids(ids, vocab_size, name)
 
 
 class Transformer(nn.Module):
     """Encoder-decoder Transformer. Chapter 8.
 
     forward(src (B, S), tgt_in (B, T)) -> logits (B, T, V_tgt), with teacher forcing.
-    encode(src) -> memory (B, S, C), once per sentence; decode(tgt_in, memory, memory_mask) -> logits, as often
+    encode(src) -> memory (B, S, C), once per sentence; decode(tgt_in, memory, memory_keep) -> logits, as often
     as needed; with a KVCache (new_cache), tgt_in holds only the target tokens after the cached ones.
     """
 
@@ -109,7 +105,7 @@ class Transformer(nn.Module):
         self.pos = None if rope else SinusoidalPositionalEncoding(c.d_model, c.context_len)   # Chapter 5
         self.drop = nn.Dropout(c.dropout)
         self.encoder = nn.ModuleList([
-            TransformerBlock(c.d_model, c.n_heads, c.d_ff, norm=c.norm, causal=False, bias=True,
+            TransformerBlock(c.d_model, c.n_heads, c.d_ff, causal=False, norm=c.norm, bias=True,
                              dropout=c.dropout, activation="relu", rope=rope) for _ in range(c.n_layers)])
         self.decoder = nn.ModuleList([
             DecoderBlock(c.d_model, c.n_heads, c.d_ff, norm=c.norm, bias=True, dropout=c.dropout,
@@ -132,14 +128,14 @@ class Transformer(nn.Module):
         """(B, S) True at real source tokens (may be attended to); None when config.pad_id is None."""
         return None if self.config.pad_id is None else src != self.config.pad_id
 
-    def encode(self, src: torch.Tensor, src_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """src (B, S) -> memory (B, S, C). src_mask (B, S), True = real token; default: src != pad_id."""
+    def encode(self, src: torch.Tensor, src_keep: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """src (B, S) -> memory (B, S, C). src_keep (B, S), True = real token; default: src != pad_id."""
         c = self.config
         _check_ids(src, "src", c.src_vocab_size, c.context_len)
-        keep = self.src_keep_mask(src) if src_mask is None else src_mask
+        keep = self.src_keep_mask(src) if src_keep is None else src_keep
         if keep is not None:
             if keep.shape != src.shape or keep.dtype != torch.bool:
-                raise ValueError(f"src_mask must be a bool (B, S) = {tuple(src.shape)} tensor, True = real token, "
+                raise ValueError(f"src_keep must be a bool (B, S) = {tuple(src.shape)} tensor, True = real token, "
                                  f"got {keep.dtype} {tuple(keep.shape)}")
             if not keep.any(1).all():
                 raise ValueError("every source sentence needs at least one non-padding token")
@@ -155,9 +151,9 @@ class Transformer(nn.Module):
         return KVCache(c.n_layers, batch_size, c.n_heads, context_len or c.context_len, c.d_head,
                        dtype=p.dtype, device=p.device)
 
-    def decode(self, tgt_in: torch.Tensor, memory: torch.Tensor, memory_mask: Optional[torch.Tensor] = None,
+    def decode(self, tgt_in: torch.Tensor, memory: torch.Tensor, memory_keep: Optional[torch.Tensor] = None,
                cache: Optional[KVCache] = None, need_weights: bool = False):
-        """tgt_in (B, T), memory (B, S, C), memory_mask (B, S) True = real source token -> logits (B, T, V).
+        """tgt_in (B, T), memory (B, S, C), memory_keep (B, S) True = real source token -> logits (B, T, V).
 
         With need_weights=True -> (logits, [cross-attention weights (B, H, T, S) of each layer]).
         With a cache, tgt_in holds the new tokens only (positions cache.length ..), and the cache advances.
@@ -169,15 +165,15 @@ class Transformer(nn.Module):
         if memory.dim() != 3 or memory.shape[0] != B or memory.shape[2] != c.d_model:
             raise ValueError(f"memory should have shape ({B}, S, {c.d_model}) (the output of encode), "
                              f"got {tuple(memory.shape)}")
-        if memory_mask is not None and (memory_mask.dtype != torch.bool or memory_mask.shape != memory.shape[:2]):
-            raise ValueError(f"memory_mask must be a bool (B, S) = {tuple(memory.shape[:2])} tensor, True = real "
-                             f"token, got {memory_mask.dtype} {tuple(memory_mask.shape)}")
+        if memory_keep is not None and (memory_keep.dtype != torch.bool or memory_keep.shape != memory.shape[:2]):
+            raise ValueError(f"memory_keep must be a bool (B, S) = {tuple(memory.shape[:2])} tensor, True = real "
+                             f"token, got {memory_keep.dtype} {tuple(memory_keep.shape)}")
         if cache is not None and (cache.k.shape[0], cache.k.shape[1]) != (c.n_layers, B):
             raise ValueError(f"this cache holds (n_layers, batch) = {tuple(cache.k.shape[:2])}, need "
                              f"{(c.n_layers, B)}: make it with model.new_cache({B})")
         x, weights = self._embed(self.tgt_emb, tgt_in, offset=start), []
         for i, layer in enumerate(self.decoder):
-            x = layer(x, memory, memory_mask, cache=cache, layer=i, need_weights=need_weights)
+            x = layer(x, memory, memory_keep, cache=cache, layer=i, need_weights=need_weights)
             if need_weights:
                 x, w = x
                 weights.append(w)
@@ -208,29 +204,10 @@ def to_torch_transformer(model: Transformer) -> nn.Transformer:
         warnings.simplefilter("ignore")
         ref = nn.Transformer(c.d_model, c.n_heads, c.n_layers, c.n_layers, c.d_ff or 4 * c.d_model, dropout=0.0,
                              batch_first=True, norm_first=c.norm == "pre").to(model.lm_head.weight.device).eval()
-
-    def attn(mine, theirs: nn.MultiheadAttention):
-        theirs.in_proj_weight.copy_(torch.cat([mine.q_proj.weight, mine.k_proj.weight, mine.v_proj.weight]))
-        theirs.in_proj_bias.copy_(torch.cat([mine.q_proj.bias, mine.k_proj.bias, mine.v_proj.bias]))
-        theirs.out_proj.load_state_dict(mine.out_proj.state_dict())
-
-    def norms(pairs):
-        for mine, theirs in pairs:
-            theirs.weight.copy_(mine.weight)
-            theirs.bias.copy_(mine.bias)
-
-    with torch.no_grad():
-        for mine, theirs in zip(model.encoder, ref.encoder.layers):
-            attn(mine.attn, theirs.self_attn)
-            norms([(mine.ln1, theirs.norm1), (mine.ln2, theirs.norm2)])
-        for mine, theirs in zip(model.decoder, ref.decoder.layers):
-            attn(mine.self_attn, theirs.self_attn)
-            attn(mine.cross_attn, theirs.multihead_attn)
-            norms([(mine.ln1, theirs.norm1), (mine.ln2, theirs.norm2), (mine.ln3, theirs.norm3)])
-        for mine, theirs in zip([*model.encoder, *model.decoder], [*ref.encoder.layers, *ref.decoder.layers]):
-            theirs.linear1.load_state_dict(mine.ffn.up.state_dict())
-            theirs.linear2.load_state_dict(mine.ffn.down.state_dict())
-        norms([(model.ln_enc, ref.encoder.norm), (model.ln_dec, ref.decoder.norm)])
+        ref.encoder.layers = nn.ModuleList(to_torch_encoder_layer(layer).eval() for layer in model.encoder)
+        ref.decoder.layers = nn.ModuleList(to_torch_decoder_layer(layer).eval() for layer in model.decoder)
+    ref.encoder.norm.load_state_dict(model.ln_enc.state_dict())
+    ref.decoder.norm.load_state_dict(model.ln_dec.state_dict())
     return ref
 
 
@@ -256,21 +233,20 @@ def check_transformer_params(fn) -> bool:
 
 def check_cross_attention(fn, seed: int = 0) -> bool:
     """Self-check for the chapter 8 exercise: fn(y (B, T, C), memory (B, S, C), attn, keep (B, S)) -> weights
-    (B, H, T, S) of a book.layers.MultiHeadAttention `attn` used as cross-attention. Tried with B=2, T=5, S=7, H=3."""
-    from .layers import MultiHeadAttention
+    (B, H, T, S) of a book.attention.Attention `attn` used as cross-attention. Tried with B=2, T=5, S=7, H=3."""
     torch.manual_seed(seed)
-    attn = MultiHeadAttention(12, 3, bias=True)
+    attn = Attention(12, 3, bias=True)
     g = torch.Generator().manual_seed(seed)
     y, memory = torch.randn(2, 5, 12, generator=g), torch.randn(2, 7, 12, generator=g)
     keep = torch.ones(2, 7, dtype=torch.bool)
     keep[1, 4:] = False
     with torch.no_grad():
-        want = attn(y, memory, mask=keep[:, None, None, :], need_weights=True)[1]
+        want = attn(y, memory, causal=False, mask=keep[:, None, None, :], need_weights=True)[1]
         got = fn(y, memory, attn, keep)
     if tuple(got.shape) != (2, 3, 5, 7):
         raise AssertionError(f"weights should have shape (B, H, T, S) = (2, 3, 5, 7), got {tuple(got.shape)}")
     if not torch.allclose(got, want, atol=1e-5):
         raise AssertionError("values differ. Hints: queries from y, keys from memory; scale by sqrt(D) with "
                              "D = C // H; padding (keep False) gets -inf before the softmax over S.")
-    print("Correct: your cross-attention weights match MultiHeadAttention's.")
+    print("Correct: your cross-attention weights match Attention's.")
     return True

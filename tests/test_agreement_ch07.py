@@ -1,12 +1,12 @@
-"""Chapter 7's from-scratch cells (tagged `scratch`) agree with book.models and book.generate."""
+"""Chapter 7's from-scratch cells (tagged `scratch`) agree with book.gpt, book.attention and book.generate."""
 import pytest
 import torch
 import torch.nn.functional as F
 from torch.testing import assert_close
 
-from book.layers import GroupedQueryAttention
+from book.attention import Attention
 from book.generate import greedy, next_token_probs, top_k_filter, top_p_filter
-from book.models import GPT, GPTConfig
+from book.gpt import GPT, GPTConfig
 from nbtools import scratch_namespace
 
 B, H, T, D, V = 2, 3, 5, 8, 11  # all distinct, T > 1
@@ -55,7 +55,7 @@ def test_scratch_cache_matches_package_attention_with_cache(ns):
     projections), gives the package's cached attention, holds the same keys/values as its KVCache, and
     matches the full causal pass."""
     torch.manual_seed(3)
-    attn = GroupedQueryAttention(C, H).eval()
+    attn = Attention(C, H).eval()
     model = GPT(GPTConfig(vocab_size=V, context_len=T, d_model=C, n_heads=H, n_layers=1))
     cache, scratch = model.new_cache(B), ns["ScratchKVCache"]()
     x = torch.randn(B, T, C)
@@ -63,12 +63,12 @@ def test_scratch_cache_matches_package_attention_with_cache(ns):
     with torch.no_grad():
         for t in range(T):
             xt = x[:, t:t + 1]                                                   # (B, 1, C): one new token
-            q, k, v = attn._split(attn.q_proj(xt)), attn._split_kv(attn.k_proj(xt)), attn._split_kv(attn.v_proj(xt))
+            q, k, v = (p(xt).view(B, 1, H, D).transpose(1, 2) for p in (attn.q_proj, attn.k_proj, attn.v_proj))
             o = ns["attend_with_cache"](q, k, v, scratch)                        # (B, H, 1, D)
             ours.append(attn.out_proj(o.transpose(1, 2).reshape(B, 1, C)))
-            book.append(attn(xt, is_causal=True, cache=cache, layer=0))
+            book.append(attn(xt, causal=True, cache=cache, layer=0))
             cache.advance(1)
-        full = attn(x, is_causal=True)
+        full = attn(x, causal=True)
     assert scratch.k.shape == (B, H, T, D)
     assert_close(scratch.k, cache.k[0])
     assert_close(scratch.v, cache.v[0])

@@ -17,9 +17,10 @@ import torch
 from book import ngram
 from book.attention import attention, padding_mask, scaled_dot_product_attention
 from book.generate import generate
-from book.layers import GroupedQueryAttention, KVCache
-from book.layers import MultiHeadAttention, TransformerBlock
-from book.models import GPT, GPTConfig
+from book.attention import Attention
+from book.blocks import TransformerBlock
+from book.gpt import GPT, GPTConfig
+from book.kv_cache import KVCache
 from book.train import GPTRecipe
 from book.seq2seq import AdditiveAttention
 from book.tokenizers import BPETokenizer, CharTokenizer
@@ -38,6 +39,10 @@ def _qkv(tq=T, tk=T, dtype=torch.float32):
     g = torch.Generator().manual_seed(0)
     return (torch.randn(B, H, tq, 4, generator=g).to(dtype), torch.randn(B, H, tk, 4, generator=g).to(dtype),
             torch.randn(B, H, tk, 4, generator=g).to(dtype))
+
+
+def _block():
+    return TransformerBlock(C, H, causal=True)
 
 
 def _padding_true_at_pad():
@@ -72,33 +77,36 @@ def _gpt_with_wrong_batch_cache():
 
 # (id, call, exception type, message fragment)
 CASES = [
-    # ---- masks (book.attention, book.layers) ------------------------------------------------------
-    ("mha-(B,T)-mask-with-B==T", lambda: MultiHeadAttention(C, H)(torch.randn(T, T, C), mask=_square_batch_mask()),
+    # ---- masks (book.attention, book.blocks) ------------------------------------------------------
+    ("mha-(B,T)-mask-with-B==T", lambda: Attention(C, H)(torch.randn(T, T, C), causal=False, mask=_square_batch_mask()),
      ValueError, "ambiguous when the batch size B = 5 equals Tq = 5"),
-    ("block-(B,T)-mask-with-B==T", lambda: TransformerBlock(C, H)(torch.randn(T, T, C), mask=_square_batch_mask()),
+    ("block-(B,T)-mask-with-B==T", lambda: _block()(torch.randn(T, T, C), mask=_square_batch_mask()),
      ValueError, "could be a (Tq, Tk) mask or a (B, Tk) padding mask"),
-    ("mha-(B,T)-mask-with-B!=T", lambda: MultiHeadAttention(C, H)(torch.randn(B, T, C), mask=torch.ones(B, T) > 0),
+    ("mha-(B,T)-mask-with-B!=T", lambda: Attention(C, H)(torch.randn(B, T, C), causal=False, mask=torch.ones(B, T) > 0),
      ValueError, "padding mask must be passed as (B, 1, 1, Tk) = (2, 1, 1, 5)"),
-    ("mha-3d-mask", lambda: MultiHeadAttention(C, H)(torch.randn(B, T, C), mask=torch.ones(B, T, T) > 0),
+    ("mha-3d-mask", lambda: Attention(C, H)(torch.randn(B, T, C), causal=False, mask=torch.ones(B, T, T) > 0),
      ValueError, "mask must be 2-D (Tq, Tk) or 4-D (B, H, Tq, Tk)"),
-    ("mha-4d-mask-wrong-batch", lambda: MultiHeadAttention(C, H)(torch.randn(B, T, C), mask=torch.ones(3, 1, 1, T) > 0),
+    ("mha-4d-mask-wrong-batch", lambda: Attention(C, H)(torch.randn(B, T, C), causal=False,
+                                                           mask=torch.ones(3, 1, 1, T) > 0),
      ValueError, "a 4-D mask must be (B | 1, H | 1, Tq | 1, Tk | 1) with B = 2"),
     ("sdpa-mask-true-at-padding", lambda: scaled_dot_product_attention(*_qkv(), _padding_true_at_pad()),
      ValueError, "True = may attend"),
     ("attention-mask-true-at-padding", lambda: attention(*_qkv(), mask=_padding_true_at_pad()),
      ValueError, "whose attention weights would be NaN"),
-    ("mha-mask-true-at-padding", lambda: MultiHeadAttention(C, H)(torch.randn(B, T, C), mask=_padding_true_at_pad()),
+    ("mha-mask-true-at-padding", lambda: Attention(C, H)(torch.randn(B, T, C), causal=False,
+                                                            mask=_padding_true_at_pad()),
      ValueError, "True = may attend"),
-    ("block-mask-true-at-padding", lambda: TransformerBlock(C, H)(torch.randn(B, T, C), mask=_padding_true_at_pad()),
+    ("block-mask-true-at-padding", lambda: _block()(torch.randn(B, T, C), mask=_padding_true_at_pad()),
      ValueError, "must be inverted with ~mask"),
-    ("block-float-mask", lambda: TransformerBlock(C, H)(torch.randn(B, T, C), mask=torch.ones(B, 1, 1, T)),
+    ("block-float-mask", lambda: _block()(torch.randn(B, T, C), mask=torch.ones(B, 1, 1, T)),
      ValueError, "mask must be a bool tensor (True = may attend), got dtype torch.float32"),
-    ("gqa-(B,T)-mask-with-B==T", lambda: GroupedQueryAttention(C, H)(torch.randn(T, T, C), mask=_square_batch_mask()),
+    ("gqa-(B,T)-mask-with-B==T", lambda: Attention(C, H, 1)(torch.randn(T, T, C), causal=True,
+                                                             mask=_square_batch_mask()),
      ValueError, "is ambiguous"),
-    ("mha-float64-input", lambda: MultiHeadAttention(C, H)(torch.randn(B, T, C, dtype=torch.float64)),
+    ("mha-float64-input", lambda: Attention(C, H)(torch.randn(B, T, C, dtype=torch.float64), causal=False),
      TypeError, "x has dtype torch.float64 but the module's weights are torch.float32"),
-    ("mha-float64-context", lambda: MultiHeadAttention(C, H)(torch.randn(B, T, C),
-                                                             context=torch.randn(B, 7, C, dtype=torch.float64)),
+    ("mha-float64-context", lambda: Attention(C, H)(torch.randn(B, T, C), causal=False,
+                                                    context=torch.randn(B, 7, C, dtype=torch.float64)),
      TypeError, "context has dtype torch.float64"),
     ("attention-mixed-dtypes", lambda: attention(*_qkv()[:2], _qkv(dtype=torch.float64)[2]),
      TypeError, "q, k and v must share one floating-point dtype"),
@@ -187,10 +195,10 @@ def test_case_ids_are_unique():
 def test_valid_neighbours_of_the_bad_cases_still_work():
     """The checks refuse only what they should: the nearest valid calls go through unchanged."""
     x = torch.randn(B, T, C)
-    MultiHeadAttention(C, H)(torch.randn(1, 1, C), mask=torch.ones(1, 1, dtype=torch.bool))  # B == Tq == 1
-    MultiHeadAttention(C, H)(x, mask=torch.ones(T, T, dtype=torch.bool).tril())  # (Tq, Tk), B != Tq
-    TransformerBlock(C, H)(torch.randn(T, T, C), mask=_square_batch_mask()[:, None, None, :])  # (B, 1, 1, T)
-    TransformerBlock(C, H)(x, mask=padding_mask(torch.tensor([3, T]), T))
+    Attention(C, H)(torch.randn(1, 1, C), causal=False, mask=torch.ones(1, 1, dtype=torch.bool))  # B == Tq == 1
+    Attention(C, H)(x, causal=False, mask=torch.ones(T, T, dtype=torch.bool).tril())  # (Tq, Tk), B != Tq
+    _block()(torch.randn(T, T, C), mask=_square_batch_mask()[:, None, None, :])  # (B, 1, 1, T)
+    _block()(x, mask=padding_mask(torch.tensor([3, T]), T))
     assert CharTokenizer("abc").decode(torch.tensor([2, 0])) == "ca"  # integer tensor elements are ids
     cache = KVCache(1, B, H, 4, 4)
     cache.advance(0)
@@ -208,8 +216,8 @@ _WRONG_ANSWERS = textwrap.dedent("""
     import torch.nn.functional as F
     from book.attention import check_attention
     from book.generate import check_top_p
-    from book.layers import check_kv_cache_bytes
-    from book.layers import check_multi_head, check_rms_norm
+    from book.exercises import check_kv_cache_bytes
+    from book.exercises import check_multi_head, check_rms_norm
     from book.ngram import check_ngram_log_prob
     from book.objectives import check_mask_tokens, mask_tokens
     from book.positional import check_shift_matrix
@@ -222,7 +230,7 @@ _WRONG_ANSWERS = textwrap.dedent("""
         sys.exit("not running under -O")
     wrong = {   # right shapes, wrong values: only a value check can catch them
         "check_attention": (check_attention, lambda q, k, v, m: 2 * F.scaled_dot_product_attention(q, k, v, m)),
-        "check_multi_head": (check_multi_head, lambda x, mha: 2 * mha(x)),
+        "check_multi_head": (check_multi_head, lambda x, mha: 2 * mha(x, causal=False)),
         "check_rms_norm": (check_rms_norm, lambda x, w, eps: F.layer_norm(x, (x.shape[-1],), w, None, eps)),
         "check_top_p": (check_top_p, lambda logits, p: logits),
         "check_kv_cache_bytes": (check_kv_cache_bytes, lambda *args: 0),
@@ -236,7 +244,7 @@ _WRONG_ANSWERS = textwrap.dedent("""
                               lambda ids, vocab, g: mask_tokens(ids, vocab, mask_frac=0.99, random_frac=0.0,
                                                                 generator=g)[:2]),
         "check_cross_attention": (check_cross_attention,
-                                  lambda y, m, a, k: a(y, m, need_weights=True)[1]),   # padding not masked
+                                  lambda y, m, a, k: a(y, m, causal=False, need_weights=True)[1]),   # no padding mask
     }
     accepted = []
     for name, (check, answer) in wrong.items():

@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from book.models import GPT, GPTConfig
+from book.gpt import GPT, GPTConfig
 from book.rnn import CharRNN
 
 V = 7

@@ -1,4 +1,4 @@
-"""Tests for book.generate: sampling filters, generate loop, KV cache, grouped-query attention."""
+"""Tests for book.generate: sampling filters, the generate loop, cached generation equal to uncached."""
 import math
 
 import pytest
@@ -18,8 +18,7 @@ from book.generate import (
     top_k_filter,
     top_p_filter,
 )
-from book.layers import GroupedQueryAttention, KVCache, MultiHeadAttention, check_kv_cache_bytes, kv_cache_bytes
-from book.models import GPT, GPTConfig
+from book.gpt import GPT, GPTConfig
 
 B, T, C, H, V = 2, 5, 12, 3, 7  # all distinct, T > 1
 
@@ -116,66 +115,6 @@ def test_check_top_p_accepts_reference_and_rejects_off_by_one():
         check_top_p(wrong)
     with pytest.raises(AssertionError, match="shape"):
         check_top_p(lambda logits, p: logits[0])
-
-
-def test_kv_cache_bytes_and_check():
-    # Llama-2-7B-like: 32 layers, 32 kv heads, d_head 128, 4096 tokens, fp16 -> 2 GiB
-    assert kv_cache_bytes(32, 32, 128, 4096) == 2 * 1024**3
-    assert check_kv_cache_bytes(kv_cache_bytes)
-    with pytest.raises(AssertionError, match="K and V"):
-        check_kv_cache_bytes(lambda L, G, D, T, b, n: L * b * G * T * D * n)
-
-
-def test_kv_cache_update_and_overflow():
-    cache = KVCache(n_layers=2, batch_size=B, n_kv_heads=H, context_len=4, d_head=3)
-    assert cache.nbytes == 2 * 2 * B * H * 4 * 3 * 4
-    k = torch.randn(B, H, 3, 3)
-    k_all, v_all = cache.update(0, k, k + 1)
-    assert k_all.shape == (B, H, 3, 3)
-    assert_close(v_all, k + 1)
-    cache.advance(3)
-    k_all, _ = cache.update(0, k[:, :, :1], k[:, :, :1])
-    assert k_all.shape == (B, H, 4, 3)
-    cache.advance(1)
-    with pytest.raises(ValueError, match="KV cache is full"):
-        cache.update(0, k[:, :, :1], k[:, :, :1])
-
-
-def test_gqa_with_all_heads_equals_mha():
-    torch.manual_seed(0)
-    mha, gqa = MultiHeadAttention(C, H), GroupedQueryAttention(C, H)
-    gqa.load_state_dict(mha.state_dict())
-    x = torch.randn(B, T, C)
-    assert_close(gqa(x, is_causal=True), mha(x, is_causal=True))
-    assert_close(gqa(x), mha(x))
-
-
-def test_gqa_equals_mha_with_repeated_kv_weights():
-    """G kv heads == H heads whose k/v weights are copies within each group."""
-    torch.manual_seed(1)
-    d_model, n_heads, n_kv = 16, 4, 2
-    gqa, mha = GroupedQueryAttention(d_model, n_heads, n_kv), MultiHeadAttention(d_model, n_heads)
-    D = d_model // n_heads
-    with torch.no_grad():
-        mha.q_proj.weight.copy_(gqa.q_proj.weight)
-        mha.out_proj.weight.copy_(gqa.out_proj.weight)
-        for name in ("k_proj", "v_proj"):
-            w = getattr(gqa, name).weight.view(n_kv, D, d_model).repeat_interleave(n_heads // n_kv, 0)
-            getattr(mha, name).weight.copy_(w.reshape(d_model, d_model))
-    x = torch.randn(B, T, d_model)
-    assert gqa.k_proj.weight.shape == (n_kv * D, d_model)
-    assert_close(gqa(x, is_causal=True), mha(x, is_causal=True))
-
-
-def test_gqa_errors():
-    with pytest.raises(ValueError, match="divisor of n_heads"):
-        GroupedQueryAttention(12, 3, 2)
-    g = GroupedQueryAttention(C, H)
-    with pytest.raises(ValueError, match="self-attention only"):
-        g(torch.randn(B, T, C), context=torch.randn(B, T, C))
-    cache = KVCache(1, B, H, 8, C // H)
-    with pytest.raises(ValueError, match="is_causal=True and no mask"):
-        g(torch.randn(B, T, C), cache=cache)
 
 
 def _gpt(**kw):

@@ -1,6 +1,7 @@
 """The package's layers go up, never down: a module imports only from lower layers.
 
-attention maths -> attention modules and blocks (book.layers) -> models -> generation and training.
+positions and the KV cache -> attention (book.attention) and the FFN and norms (book.layers) -> blocks
+(book.blocks) -> models (book.gpt, book.bert, book.transformer, ...) -> generation and training.
 In particular no model imports the sampler (book.generate) or the trainers (book.train).
 """
 from conftest import load_tool
@@ -20,19 +21,19 @@ def test_imports_point_down_the_layers_only():
 
 def test_models_never_import_generation_or_training():
     graph = DRAW.imports()
-    for model in ("models", "bert", "seq2seq", "transformer", "layers", "rnn"):
+    for model in ("gpt", "bert", "seq2seq", "transformer", "blocks", "attention", "layers", "kv_cache", "rnn"):
         assert not {"generate", "train"} & set(graph[model]), f"book.{model} imports {graph[model]}"
 
 
 def test_the_check_catches_an_upward_import(tmp_path):
     """A model that imports the sampler, written three ways, is caught."""
-    (tmp_path / "models.py").write_text("from .generate import generate\nfrom book.train import train_lm\n"
+    (tmp_path / "gpt.py").write_text("from .generate import generate\nfrom book.train import train_lm\n"
                                         "import book.layers\n")
     (tmp_path / "generate.py").write_text("from . import layers\n")
     graph = DRAW.imports(tmp_path)
-    assert graph == {"generate": ["layers"], "models": ["generate", "layers", "train"]}
+    assert graph == {"generate": ["layers"], "gpt": ["generate", "layers", "train"]}
     upward = DRAW.upward_imports(graph, DRAW.level_of())
-    assert len(upward) == 2 and all(u.startswith("models") for u in upward)
+    assert len(upward) == 2 and all(u.startswith("gpt") for u in upward)
 
 
 def test_drawing_exists():

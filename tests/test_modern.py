@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from book.attention import sliding_window_mask
-from book.layers import FeedForward, quantize_int8, swiglu_hidden
-from book.models import GPT, GPTConfig
+from book.gpt import GPT, GPTConfig
+from book.kv_cache import quantize_int8
+from book.layers import FeedForward, swiglu_hidden
 from book.optim import Muon, newton_schulz
 from book.train import COURSE_CPU, GPTRecipe, RecipeRun, warmup_stable_decay
 from nbtools import ROOT

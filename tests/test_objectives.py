@@ -120,7 +120,7 @@ def test_span_corruption_worked_example():
     (lambda: PretrainVocab(0), ValueError, "n_chars must be a positive int"),
     (lambda: EncoderConfig(vocab_size=10, d_model=30, n_heads=4), ValueError, "d_model must be divisible by n_heads"),
     (lambda: _bert()(torch.zeros(1, 40, dtype=torch.long)), ValueError, "longer than context_len=32"),
-    (lambda: _bert()(torch.full((1, 4), 99)), ValueError, "token ids must lie in [0, vocab_size=20)"),
+    (lambda: _bert()(torch.full((1, 4), 99)), ValueError, "token ids must lie in [0, 20)"),
     (lambda: _bert()(torch.zeros(1, 4, dtype=torch.long), torch.zeros(1, 4, dtype=torch.bool)), ValueError,
      "at least one real"),
 ])
@@ -138,7 +138,7 @@ def _bert(**kw):
 
 def test_bert_sees_both_sides_and_gpt_does_not():
     """Perturb one input token: every BERT output changes; in a GPT only the outputs at and after it."""
-    from book.models import GPT, GPTConfig
+    from book.gpt import GPT, GPTConfig
     torch.manual_seed(0)
     gpt = GPT(GPTConfig(vocab_size=20, context_len=32, d_model=24, n_heads=3, n_layers=2)).eval()
     x = torch.randint(0, 20, (1, 9), generator=torch.Generator().manual_seed(0))
@@ -152,24 +152,17 @@ def test_bert_sees_both_sides_and_gpt_does_not():
 
 
 def test_bert_equals_torch_transformer_encoder_with_copied_weights():
+    from book.blocks import to_torch_encoder_layer
     model = _bert()
-    for block in model.blocks:   # PyTorch's bias=False also drops the LayerNorm biases: set ours to zero
+    for block in model.blocks:   # non-trivial LayerNorms, so a swapped norm is caught
         for ln in (block.ln1, block.ln2):
             nn.init.normal_(ln.weight, 1.0, 0.1)
-            nn.init.zeros_(ln.bias)
-    c = model.config
-    layer = nn.TransformerEncoderLayer(c.d_model, c.n_heads, 4 * c.d_model, dropout=0.0, activation="gelu",
-                                       batch_first=True, norm_first=True, bias=False)
-    ref = nn.TransformerEncoder(layer, c.n_layers, enable_nested_tensor=False).eval()
+            nn.init.normal_(ln.bias, 0.0, 0.1)
+    ref = nn.TransformerEncoder(to_torch_encoder_layer(model.blocks[0]), model.config.n_layers,
+                                enable_nested_tensor=False)
+    ref.layers = nn.ModuleList(to_torch_encoder_layer(block) for block in model.blocks)
+    ref.eval()
     with torch.no_grad():
-        for mine, theirs in zip(model.blocks, ref.layers):
-            a = mine.attn
-            theirs.self_attn.in_proj_weight.copy_(torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]))
-            theirs.self_attn.out_proj.weight.copy_(a.out_proj.weight)
-            theirs.linear1.weight.copy_(mine.ffn.up.weight)
-            theirs.linear2.weight.copy_(mine.ffn.down.weight)
-            theirs.norm1.weight.copy_(mine.ln1.weight)
-            theirs.norm2.weight.copy_(mine.ln2.weight)
         x = model.pos_emb(model.tok_emb(torch.randint(0, 20, (2, 7))))
         keep = torch.ones(2, 7, dtype=torch.bool)
         keep[1, 5:] = False

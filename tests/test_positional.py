@@ -73,7 +73,7 @@ def test_absolute_modules_reject_bad_inputs():
             mod(3, offset=-1)
     with pytest.raises(ValueError, match="positive even int"):
         SinusoidalPositionalEncoding(7)
-    with pytest.raises(ValueError, match="d_model and context_len must be >= 1"):
+    with pytest.raises(ValueError, match="context_len must be a positive int, got 0"):
         LearnedPositionalEmbedding(C, 0)
 
 

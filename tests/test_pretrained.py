@@ -132,23 +132,18 @@ def test_bank_means_money_or_river_by_context(minilm):
 
 def test_post_norm_bert_equals_torch_transformer_encoder():
     """The new options without the checkpoint: post-norm, biases, eps = nn.TransformerEncoder(norm_first=False)."""
+    from book.blocks import to_torch_encoder_layer
     torch.manual_seed(0)
     model = BERT(EncoderConfig(20, context_len=8, d_model=24, n_heads=3, n_layers=2, d_ff=40, norm="post",
                                bias=True, eps=1e-12)).eval()
-    layer = nn.TransformerEncoderLayer(24, 3, 40, dropout=0.0, activation="gelu", batch_first=True,
-                                       norm_first=False, layer_norm_eps=1e-12)
-    ref = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).eval()
     with torch.no_grad():
-        for mine, theirs in zip(model.blocks, ref.layers):
-            a = mine.attn
-            for p in mine.parameters():
-                p.normal_(0, 0.3)   # biases and LayerNorms away from their zero / one start
-            theirs.self_attn.in_proj_weight.copy_(torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]))
-            theirs.self_attn.in_proj_bias.copy_(torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias]))
-            for dst, src in ((theirs.self_attn.out_proj, a.out_proj), (theirs.linear1, mine.ffn.up),
-                             (theirs.linear2, mine.ffn.down), (theirs.norm1, mine.ln1), (theirs.norm2, mine.ln2)):
-                dst.weight.copy_(src.weight)
-                dst.bias.copy_(src.bias)
+        for p in model.parameters():
+            p.normal_(0, 0.3)   # biases and LayerNorms away from their zero / one start
+    ref = nn.TransformerEncoder(to_torch_encoder_layer(model.blocks[0]), 2, enable_nested_tensor=False)
+    ref.layers = nn.ModuleList(to_torch_encoder_layer(block) for block in model.blocks)
+    assert ref.layers[0].norm1.eps == 1e-12 and not ref.layers[0].norm_first
+    ref.eval()
+    with torch.no_grad():
         idx = torch.randint(0, 20, (2, 7), generator=torch.Generator().manual_seed(1))
         keep = torch.ones(2, 7, dtype=torch.bool)
         keep[1, 5:] = False
@@ -206,8 +201,8 @@ def test_a_checkpoint_round_trips_and_bad_ones_are_refused():
     (lambda m, t: BERT(EncoderConfig(9, d_model=8, n_heads=2)).hidden(torch.zeros(1, 2, dtype=torch.long),
                                                                      token_types=torch.zeros(1, 2, dtype=torch.long)),
      ValueError, "no token-type embeddings"),
-    (lambda m, t: EncoderConfig(9, norm="sandwich"), ValueError, "norm must be 'pre' or 'post'"),
-    (lambda m, t: EncoderConfig(9, eps=0), ValueError, "eps must be a positive number"),
+    (lambda m, t: EncoderConfig(9, norm="sandwich"), ValueError, "norm must be one of ('pre', 'post')"),
+    (lambda m, t: EncoderConfig(9, eps=0), ValueError, "eps must be a number > 0"),
     (lambda m, t: EncoderConfig(9, n_token_types=-1), ValueError, "n_token_types must be an int >= 0"),
     (lambda m, t: EncoderConfig(9, bias=1), ValueError, "bias must be True or False"),
     (lambda m, t: config_from_hf({"model_type": "bert", "hidden_act": "relu"}), ValueError, "hidden_act='relu'"),

@@ -5,45 +5,10 @@ import torch.nn as nn
 from torch.testing import assert_close
 
 from book.generate import greedy_translate
-from book.transformer import Transformer, TransformerConfig
+from book.attention import causal_mask
+from book.transformer import Transformer, TransformerConfig, to_torch_transformer
 
 B, S, T, C, H, F, L, V_SRC, V_TGT = 2, 7, 5, 24, 3, 40, 2, 11, 13   # all distinct, T > 1
-
-
-def _copy_attention(mine, ref: nn.MultiheadAttention) -> None:
-    ref.in_proj_weight.copy_(torch.cat([mine.q_proj.weight, mine.k_proj.weight, mine.v_proj.weight]))
-    ref.in_proj_bias.copy_(torch.cat([mine.q_proj.bias, mine.k_proj.bias, mine.v_proj.bias]))
-    ref.out_proj.weight.copy_(mine.out_proj.weight)
-    ref.out_proj.bias.copy_(mine.out_proj.bias)
-
-
-def _copy_norm(mine, ref) -> None:
-    ref.weight.copy_(mine.weight)
-    ref.bias.copy_(mine.bias)
-
-
-def torch_twin(model: Transformer) -> nn.Transformer:
-    """nn.Transformer (ReLU, no dropout, batch first) holding our model's encoder/decoder weights."""
-    c = model.config
-    ref = nn.Transformer(c.d_model, c.n_heads, c.n_layers, c.n_layers, c.d_ff or 4 * c.d_model, dropout=0.0,
-                         batch_first=True, norm_first=c.norm == "pre").eval()
-    with torch.no_grad():
-        for mine, theirs in zip(model.encoder, ref.encoder.layers):
-            _copy_attention(mine.attn, theirs.self_attn)
-            theirs.linear1.load_state_dict(mine.ffn.up.state_dict())
-            theirs.linear2.load_state_dict(mine.ffn.down.state_dict())
-            _copy_norm(mine.ln1, theirs.norm1)
-            _copy_norm(mine.ln2, theirs.norm2)
-        for mine, theirs in zip(model.decoder, ref.decoder.layers):
-            _copy_attention(mine.self_attn, theirs.self_attn)
-            _copy_attention(mine.cross_attn, theirs.multihead_attn)
-            theirs.linear1.load_state_dict(mine.ffn.up.state_dict())
-            theirs.linear2.load_state_dict(mine.ffn.down.state_dict())
-            for a, b in ((mine.ln1, theirs.norm1), (mine.ln2, theirs.norm2), (mine.ln3, theirs.norm3)):
-                _copy_norm(a, b)
-        _copy_norm(model.ln_enc, ref.encoder.norm)
-        _copy_norm(model.ln_dec, ref.decoder.norm)
-    return ref
 
 
 def _model(norm="post", **kw) -> Transformer:
@@ -67,14 +32,15 @@ def _batch(seed=1):
 @pytest.mark.parametrize("norm", ["post", "pre"])
 def test_equals_torch_transformer(norm):
     model = _model(norm)
-    ref = torch_twin(model)
+    ref = to_torch_transformer(model)
+    assert isinstance(ref, nn.Transformer)
     src, tgt = _batch()
     keep = src != 0
     x_src = model.pos(model.src_emb(src) * C ** 0.5)
     x_tgt = model.pos(model.tgt_emb(tgt) * C ** 0.5)
     want_memory = ref.encoder(x_src, src_key_padding_mask=~keep)
     assert_close(model.encode(src), want_memory, atol=1e-5, rtol=1e-5)
-    want = ref(x_src, x_tgt, tgt_mask=nn.Transformer.generate_square_subsequent_mask(T), tgt_is_causal=True,
+    want = ref(x_src, x_tgt, tgt_mask=~causal_mask(T), tgt_is_causal=True,
                src_key_padding_mask=~keep, memory_key_padding_mask=~keep)   # PyTorch: True = padding
     got = model(src, tgt)
     assert got.shape == (B, T, V_TGT)
@@ -86,6 +52,8 @@ def test_decode_weights_and_cache_equal_full_pass():
     src, tgt = _batch(2)
     keep = model.src_keep_mask(src)
     memory = model.encode(src)
+    assert_close(model.encode(src, src_keep=keep), memory)
+    assert not torch.allclose(model.encode(src, src_keep=torch.ones_like(keep)), memory)   # padding seen
     full, weights = model.decode(tgt, memory, keep, need_weights=True)
     assert len(weights) == L and weights[0].shape == (B, H, T, S)
     assert torch.all(weights[1][1, :, :, 5:] == 0)          # padding gets no cross-attention
@@ -145,7 +113,7 @@ def test_paper_base_size_counts():
      "non-padding"),
     (lambda: _model().decode(torch.ones(B, T, dtype=torch.long), torch.zeros(B, S, C + 1)), ValueError, "memory"),
     (lambda: _model().decode(torch.ones(B, T, dtype=torch.long), torch.zeros(B, S, C),
-                             torch.ones(B, S)), ValueError, "memory_mask"),
+                             torch.ones(B, S)), ValueError, "memory_keep"),
     (lambda: _model().decode(torch.ones(B, T, dtype=torch.long), torch.zeros(B, S, C),
                              cache=_model().new_cache(B + 1)), ValueError, "new_cache"),
     (lambda: greedy_translate(_model(), torch.ones(B, S, dtype=torch.long), 0), ValueError, "max_len"),
@@ -156,13 +124,8 @@ def test_bad_inputs(make, error, match):
         make()
 
 
-def test_package_twin_and_count_and_checkers():
-    from book.transformer import (check_cross_attention, check_transformer_params, to_torch_transformer,
-                                  transformer_params)
-    model = _model()
-    ours, theirs = torch_twin(model), to_torch_transformer(model)
-    for a, b in zip(ours.state_dict().values(), theirs.state_dict().values()):
-        assert torch.equal(a, b)
+def test_count_and_checkers():
+    from book.transformer import check_cross_attention, check_transformer_params, transformer_params
     cfg = TransformerConfig(37000, 37000, d_model=64, n_heads=4, n_layers=3, d_ff=96, share_embeddings=True,
                             tie_output=True)
     with torch.device("meta"):
@@ -172,7 +135,7 @@ def test_package_twin_and_count_and_checkers():
         check_transformer_params(lambda v, c, f, n: transformer_params(v, c, f, n) - 1)
 
     def weights(y, memory, attn, keep):
-        return attn(y, memory, mask=keep[:, None, None, :], need_weights=True)[1]
+        return attn(y, memory, causal=False, mask=keep[:, None, None, :], need_weights=True)[1]
     assert check_cross_attention(weights)
     with pytest.raises(AssertionError, match="differ"):
         check_cross_attention(lambda y, m, a, k: weights(y, m, a, torch.ones_like(k)))

@@ -18,9 +18,10 @@ PACKAGE = ROOT / "book"
 LAYERS = [
     ("argument checks", ["checks"]),
     ("foundations", ["utils", "data", "tokenizers", "tasks", "objectives", "plots"]),
-    ("maths and counts", ["optim", "attention", "positional", "ngram", "widgets", "diagrams"]),
-    ("modules and blocks", ["layers", "rnn"]),
-    ("models", ["models", "bert", "seq2seq", "transformer"]),
+    ("maths and counts", ["optim", "timing", "positional", "kv_cache", "ngram", "widgets", "diagrams"]),
+    ("attention and modules", ["attention", "layers", "rnn"]),
+    ("blocks and exercises", ["blocks", "exercises"]),
+    ("models", ["gpt", "bert", "seq2seq", "transformer"]),
     ("generation and training", ["generate", "train", "distributed"]),
     ("pre-training and fine-tuning", ["pretrain", "pretrained"]),
 ]

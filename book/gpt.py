@@ -1,12 +1,14 @@
 """The GPT on one page: token ids -> embeddings + positions -> blocks -> logits. Chapter 7.
 
-Read it top to bottom, as nanoGPT's model.py: GPTConfig (the sizes), GPTBlock (one layer), GPT (the stack).
+Read it top to bottom, as nanoGPT's model.py: GPTConfig (the sizes), Block (one layer), GPT (the stack); the
+attention, the heart of it, is book.attention.Attention (one class for every model of the book).
 Shape legend (batch first): B batch, T time, C = d_model, H = n_heads, G = n_kv_heads, V vocab.
 
 GPT (Radford et al. 2018, 2019) = token embedding + learned positions -> n_layers pre-norm blocks of
 causal self-attention and FFN (no cross-attention) -> final LayerNorm -> lm_head to V logits.
 Layout and initialisation follow nanoGPT, so its recipes carry over. The parts come from lower layers of
-the package (book.layers, book.positional); generation (book.generate) and training (book.train) sit on top.
+the package (book.attention, book.layers, book.kv_cache, book.positional); generation (book.generate) and
+training (book.train) sit on top.
 """
 from __future__ import annotations
 
@@ -18,11 +20,14 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .layers import FeedForward, GroupedQueryAttention, Int8KVCache, KVCache, swiglu_hidden
+from .attention import Attention
+from .checks import divides, one_of, optional_positive_int, positive_int, positive_number, probability
+from .kv_cache import Int8KVCache, KVCache
+from .layers import FeedForward, LayerNorm, RMSNorm, swiglu_hidden
 from .positional import LearnedPositionalEmbedding
 from .utils import adamw
 
-__all__ = ["GPTConfig", "GPTBlock", "GPT", "lm_loss"]
+__all__ = ["GPTConfig", "Block", "GPT", "lm_loss"]
 
 
 def lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -56,32 +61,22 @@ class GPTConfig:
     window: Optional[int] = None            # sliding-window attention over the `window` latest keys
 
     def __post_init__(self):
-        for name in ("vocab_size", "context_len", "d_model", "n_heads", "n_layers"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"{name} must be a positive int, got {v!r}")
-        if self.d_model % self.n_heads:
-            raise ValueError(f"d_model must be divisible by n_heads, got {self.d_model} and {self.n_heads}")
+        positive_int(vocab_size=self.vocab_size, context_len=self.context_len, d_model=self.d_model,
+                     n_heads=self.n_heads, n_layers=self.n_layers)
+        divides("n_heads", self.n_heads, "d_model", self.d_model)
         if self.d_ff is not None and (not isinstance(self.d_ff, int) or isinstance(self.d_ff, bool) or self.d_ff < 1):
             raise ValueError(f"d_ff must be a positive int or None (4 * d_model), got {self.d_ff!r}")
         g = self.n_kv_heads
         if g is not None and (not isinstance(g, int) or isinstance(g, bool) or g < 1 or self.n_heads % g):
             raise ValueError(f"n_kv_heads must be None or a positive divisor of n_heads={self.n_heads} "
                              f"(each kv head serves n_heads // n_kv_heads query heads), got {g!r}")
-        if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) or not 0 <= self.dropout < 1:
-            raise ValueError(f"dropout must lie in [0, 1), got {self.dropout!r}")
-        if self.positions not in ("learned", "rope"):
-            raise ValueError(f"positions must be 'learned' or 'rope', got {self.positions!r}")
-        if self.norm not in ("layer", "rms"):
-            raise ValueError(f"norm must be 'layer' (LayerNorm) or 'rms' (RMSNorm), got {self.norm!r}")
-        if self.activation not in ("gelu", "swiglu", "relu2"):
-            raise ValueError(f"activation must be 'gelu', 'swiglu' or 'relu2', got {self.activation!r}")
-        cap = self.logit_softcap
-        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, (int, float)) or not cap > 0):
-            raise ValueError(f"logit_softcap must be None or a positive number, got {cap!r}")
-        w = self.window
-        if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 1):
-            raise ValueError(f"window must be None (full attention) or a positive int, got {w!r}")
+        probability(dropout=self.dropout)
+        one_of(("learned", "rope"), positions=self.positions)
+        one_of(("layer", "rms"), norm=self.norm)
+        one_of(("gelu", "swiglu", "relu2"), activation=self.activation)
+        if self.logit_softcap is not None:
+            positive_number(logit_softcap=self.logit_softcap)
+        optional_positive_int(window=self.window)
 
     @property
     def d_head(self) -> int:
@@ -96,42 +91,45 @@ class GPTConfig:
 
 
 def _norm(cfg: GPTConfig) -> nn.Module:
-    """The config's norm: PyTorch's fused nn.LayerNorm or nn.RMSNorm (Chapter 6 checks both against ours)."""
-    if cfg.norm == "rms":
-        return nn.RMSNorm(cfg.d_model, eps=1e-6)
-    return nn.LayerNorm(cfg.d_model, bias=cfg.bias)
+    """The config's norm: LayerNorm (GPT-2) or RMSNorm (LLaMA), book.layers' (PyTorch's fused kernels)."""
+    return RMSNorm(cfg.d_model, eps=1e-6) if cfg.norm == "rms" else LayerNorm(cfg.d_model, bias=cfg.bias)
 
 
-class GPTBlock(nn.Module):
+class Block(nn.Module):
     """One GPT layer, pre-norm: x + attn(ln1(x)), then x + ffn(ln2(x)). Chapter 7.
 
     x (B, T, C) -> (B, T, C). The attention is causal and grouped-query (plain multi-head when
-    n_kv_heads = n_heads) and can read and extend a KV cache. The norms are PyTorch's fused nn.LayerNorm:
-    one kernel, the same function as book.layers.LayerNorm (Chapter 6 checks it), several times faster.
+    n_kv_heads = n_heads) and can read and extend a KV cache. The same function as Chapter 6's
+    TransformerBlock(norm="pre", causal=True), with Chapter 10's options.
     """
 
     def __init__(self, cfg: GPTConfig):
         super().__init__()
         self.ln1 = _norm(cfg)
-        self.attn = GroupedQueryAttention(cfg.d_model, cfg.n_heads, cfg.n_kv_heads, bias=cfg.bias,
-                                          dropout=cfg.dropout, rope=cfg.positions == "rope",
-                                          qk_norm=cfg.qk_norm, window=cfg.window)
+        self.attn = Attention(cfg.d_model, cfg.n_heads, cfg.n_kv_heads, bias=cfg.bias, dropout=cfg.dropout,
+                              rope=cfg.positions == "rope", qk_norm=cfg.qk_norm, window=cfg.window)
         self.ln2 = _norm(cfg)
         self.ffn = FeedForward(cfg.d_model, cfg.ffn_hidden, activation=cfg.activation, bias=cfg.bias,
                                dropout=cfg.dropout)
         self.resid_drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, x: torch.Tensor, cache: Optional[KVCache] = None, layer: int = 0) -> torch.Tensor:
-        """x (B, T, C) -> (B, T, C); with a cache, x holds only the new tokens (layer = this block's index)."""
-        x = x + self.resid_drop(self.attn(self.ln1(x), is_causal=True, cache=cache, layer=layer))
-        return x + self.resid_drop(self.ffn(self.ln2(x)))
+    def forward(self, x: torch.Tensor, cache: Optional[KVCache] = None, layer: int = 0, need_weights: bool = False):
+        """x (B, T, C) -> (B, T, C); with a cache, x holds only the new tokens (layer = this block's index).
+        need_weights=True -> (x, attention weights (B, H, T, Tk))."""
+        out = self.attn(self.ln1(x), causal=True, cache=cache, layer=layer, need_weights=need_weights)
+        a, weights = out if need_weights else (out, None)
+        x = x + self.resid_drop(a)
+        x = x + self.resid_drop(self.ffn(self.ln2(x)))
+        return (x, weights) if need_weights else x
 
 
 class GPT(nn.Module):
     """Decoder-only Transformer language model. Chapter 7.
 
     forward(idx (B, T)) -> logits (B, T, V); with targets (B, T) -> (logits, mean cross-entropy).
-    With a KVCache (from new_cache), idx holds only the tokens after the cached ones.
+    need_weights=True appends the attention maps, a list of each layer's weights (B, H, T, Tk):
+    (logits, maps) or (logits, loss, maps). With a KVCache (from new_cache), idx holds only the tokens after
+    the cached ones.
     """
 
     def __init__(self, config: GPTConfig):
@@ -141,7 +139,7 @@ class GPT(nn.Module):
         # Chapter 5: a learned table added to the tokens, or none when every attention rotates by position (RoPE)
         self.pos_emb = LearnedPositionalEmbedding(c.d_model, c.context_len) if c.positions == "learned" else None
         self.drop = nn.Dropout(c.dropout)
-        self.blocks = nn.ModuleList([GPTBlock(c) for _ in range(c.n_layers)])
+        self.blocks = nn.ModuleList([Block(c) for _ in range(c.n_layers)])
         self.ln_f = _norm(c)
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         if c.tie_weights:
@@ -166,8 +164,9 @@ class GPT(nn.Module):
         """An empty KV cache for batch_size sequences of up to context_len (default: the model's) tokens;
         int8=True stores keys and values as INT8 with a scale per vector (Chapter 10)."""
         c, p = self.config, self.lm_head.weight
-        return (Int8KVCache if int8 else KVCache)(c.n_layers, batch_size, c.n_kv_heads or c.n_heads, context_len or c.context_len, c.d_head,
-                       dtype=p.dtype, device=p.device)
+        kind = Int8KVCache if int8 else KVCache
+        return kind(c.n_layers, batch_size, c.n_kv_heads or c.n_heads, context_len or c.context_len, c.d_head,
+                    dtype=p.dtype, device=p.device)
 
     def _check_cache(self, cache: KVCache, batch_size: int) -> None:
         """Raise ValueError unless the cache was made for this model and this batch size (shapes only)."""
@@ -178,8 +177,8 @@ class GPT(nn.Module):
             raise ValueError(f"this KV cache holds (n_layers, batch, n_kv_heads, d_head) = {got}, but the model "
                              f"and idx need {want}: make it with model.new_cache({batch_size})")
 
-    def forward(self, idx: torch.Tensor, targets: Optional[torch.Tensor] = None,
-                cache: Optional[KVCache] = None):
+    def forward(self, idx: torch.Tensor, targets: Optional[torch.Tensor] = None, *,
+                cache: Optional[KVCache] = None, need_weights: bool = False):
         if not isinstance(idx, torch.Tensor) or idx.dtype.is_floating_point or idx.dtype == torch.bool:
             got = idx.dtype if isinstance(idx, torch.Tensor) else type(idx).__name__
             raise TypeError(f"idx must be an integer tensor of token ids (torch.long), got {got}")
@@ -198,16 +197,21 @@ class GPT(nn.Module):
                              f"{int(idx.min())} to {int(idx.max())}") from None
         if self.pos_emb is not None:
             tok = self.pos_emb(tok, offset=start)  # + positions start .. start+T-1: (B, T, C)
-        x = self.drop(tok)
+        x, maps = self.drop(tok), []
         for i, block in enumerate(self.blocks):
-            x = block(x, cache, i)
+            x = block(x, cache, i, need_weights=need_weights)
+            if need_weights:
+                x, weights = x
+                maps.append(weights)   # (B, H, T, Tk)
         if cache is not None:
             cache.advance(T)
         logits = self.lm_head(self.ln_f(x))  # (B, T, C) -> (B, T, V)
         if self.config.logit_softcap is not None:   # smoothly bounded to (-cap, cap)
             cap = self.config.logit_softcap
             logits = cap * torch.tanh(logits / cap)
-        return logits if targets is None else (logits, lm_loss(logits, targets))
+        out = (logits,) if targets is None else (logits, lm_loss(logits, targets))
+        out += (maps,) if need_weights else ()
+        return out[0] if len(out) == 1 else out
 
     def optimizer(self, lr: float, weight_decay: float = 0.1, betas=(0.9, 0.99)) -> torch.optim.AdamW:
         """AdamW with weight decay on matrices (dim >= 2) only, not on norms and biases (as nanoGPT)."""

@@ -1,4 +1,4 @@
-"""Tests for book.models: the GPT's shapes, parameter count, init, loss, causality and optimizer."""
+"""Tests for book.gpt: the GPT's shapes, parameter count, init, loss, causality, attention maps and optimizer."""
 import math
 
 import pytest
@@ -6,8 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch.testing import assert_close
 
-from book.layers import TransformerBlock
-from book.models import GPT, GPTBlock, GPTConfig
+from book.blocks import TransformerBlock
+from book.gpt import GPT, Block, GPTConfig
 
 B, T, C, H, L, V = 2, 5, 12, 3, 2, 7  # all distinct, T > 1
 
@@ -82,16 +82,44 @@ def test_every_position_equals_its_own_prefix():
 
 def test_block_matches_prenorm_formula():
     torch.manual_seed(0)
-    block = GPTBlock(GPTConfig(vocab_size=V, d_model=C, n_heads=H)).eval()
+    block = Block(GPTConfig(vocab_size=V, d_model=C, n_heads=H)).eval()
     assert [name for name, _ in block.named_children()] == ["ln1", "attn", "ln2", "ffn", "resid_drop"]
     x = torch.randn(B, T, C)
-    h = x + block.attn(block.ln1(x), is_causal=True)
-    assert_close(block(x), h + block.ffn(block.ln2(h)))
     # the same function as Chapter 6's pre-norm causal TransformerBlock carrying the same weights
     ref = TransformerBlock(C, H, norm="pre", causal=True).eval()
     missing, unexpected = ref.load_state_dict(block.state_dict(), strict=False)
     assert not unexpected and sorted(missing) == ["ln1.bias", "ln2.bias"]   # the GPT's norms have no bias
     assert_close(block(x), ref(x), atol=1e-5, rtol=1e-5)
+
+
+def test_attention_maps_with_and_without_a_cache():
+    """need_weights=True appends each layer's weights (B, H, T, Tk); the usual returns stay as they were."""
+    model = _model(n_kv_heads=1).eval()
+    idx, targets = torch.randint(V, (B, 6)), torch.randint(V, (B, 6))
+    logits, maps = model(idx, need_weights=True)
+    assert_close(logits, model(idx))
+    assert len(maps) == L and all(w.shape == (B, H, 6, 6) for w in maps)
+    assert all((w.triu(1) == 0).all() and torch.allclose(w.sum(-1), torch.ones(B, H, 6)) for w in maps)
+    logits2, loss, maps2 = model(idx, targets, need_weights=True)
+    assert_close(loss, model(idx, targets)[1])
+    assert_close(maps2[1], maps[1])
+    cache = model.new_cache(B)
+    _, first = model(idx[:, :4], cache=cache, need_weights=True)
+    _, last = model(idx[:, 4:], cache=cache, need_weights=True)   # two new queries over all six keys
+    for layer in range(L):
+        assert last[layer].shape == (B, H, 2, 6)
+        assert_close(torch.cat([F.pad(first[layer], (0, 2)), last[layer]], 2), maps[layer], atol=1e-5, rtol=1e-5)
+
+
+def test_window_is_a_config_choice_and_changes_no_parameter():
+    full = _model(positions="rope")
+    windowed = GPT(GPTConfig(vocab_size=V, context_len=8, d_model=C, n_heads=H, n_layers=L, positions="rope",
+                             window=2))
+    windowed.load_state_dict(full.state_dict())
+    idx = torch.randint(V, (B, 8))
+    _, maps = windowed.eval()(idx, need_weights=True)
+    assert all((w.tril(-2) == 0).all() for w in maps)   # each query sees itself and one key before it
+    assert_close(windowed(idx)[:, :2], full.eval()(idx)[:, :2])   # within the window: the same
 
 
 def test_optimizer_groups_and_training_step():
