@@ -17,7 +17,7 @@ PACKAGE = ROOT / "book"
 # lowest first; the names say what each layer is for
 LAYERS = [
     ("foundations", ["utils", "data", "tokenizers", "tasks", "objectives", "plots", "optim"]),
-    ("maths and counts", ["attention", "positional", "ngram", "widgets", "diagrams"]),
+    ("maths and counts", ["attention", "positional", "ngram", "widgets", "diagrams", "timing"]),
     ("modules and blocks", ["layers", "rnn"]),
     ("models", ["models", "bert", "seq2seq", "transformer"]),
     ("generation and training", ["generate", "train", "distributed"]),
