@@ -63,3 +63,34 @@ def test_count_calls_counts_the_steps_of_a_loop_and_not_of_one_product():
 def test_bad_arguments_say_what_was_expected(call, message):
     with pytest.raises((TypeError, ValueError), match=message):
         call()
+
+
+def test_count_positions_counts_what_generation_runs_with_and_without_a_cache():
+    from book.generate import generate
+    from book.models import GPT, GPTConfig
+    from book.timing import count_positions
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=11, context_len=32, d_model=16, n_heads=2, n_layers=1)).eval()
+    prompt, n = torch.zeros(1, 4, dtype=torch.long), 6
+    full = count_positions(model, lambda: generate(model, prompt, n, temperature=0, use_cache=False))
+    cached = count_positions(model, lambda: generate(model, prompt, n, temperature=0, use_cache=True))
+    assert full == sum(4 + t for t in range(n)) and cached == 4 + n - 1
+    with pytest.raises(ValueError, match="token ids"):
+        count_positions(model, lambda: model(torch.tensor(3)))
+    with pytest.raises(TypeError, match="torch.nn.Module"):
+        count_positions(lambda: None, lambda: None)
+
+
+def test_count_flops_sees_the_fused_attention_kernel_as_its_reference_products():
+    q = torch.randn(1, 2, 32, 8)
+    fused = count_flops(lambda: torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True))
+    assert fused == count_flops(lambda: scaled_dot_product_attention(q, q, q)) == 2 * (2 * 2 * 32 * 32 * 8)
+
+
+def test_a_slow_function_is_called_once_to_warm_up_and_once_a_round():
+    import time
+
+    calls = []
+    (s,) = time_in_turns([lambda: calls.append(time.sleep(0.02))], min_run_time=0.01, rounds=3)
+    assert len(calls) == 1 + 3 and s >= 0.02
