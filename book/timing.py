@@ -40,11 +40,6 @@ def _callable(fn, name: str = "fn"):
     return fn
 
 
-def _median_seconds(fn: Callable[[], object], threads: int, min_run_time: float) -> float:
-    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads)
-    return float(timer.blocked_autorange(min_run_time=min_run_time).median)
-
-
 def _seconds(fn: Callable[[], object], number: int) -> float:
     start = synchronised_clock()
     for _ in range(number):
@@ -62,7 +57,8 @@ def time_it(fn: Callable[[], object], *, threads: int = 1, min_run_time: float =
     _callable(fn)
     positive_int(threads=threads)
     positive_number(min_run_time=min_run_time)
-    return _median_seconds(fn, threads, min_run_time)
+    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads)
+    return float(timer.blocked_autorange(min_run_time=min_run_time).median)
 
 
 def time_in_turns(fns: Sequence[Callable[[], object]], *, threads: int = 1, min_run_time: float = 0.2,
