@@ -83,7 +83,14 @@ def timed() -> Iterator[dict]:
         box["s"] = time.perf_counter() - start
 
 
-def _check_tolerance(tol, rel, factor) -> dict:
+def _check_tolerance(tol, rel, factor, timing=False) -> dict:
+    if not isinstance(timing, bool):
+        raise ValueError(f"timing must be True or False, got {timing!r}")
+    if timing:
+        if (tol, rel, factor) != (None, None, None):
+            raise ValueError("a timing is never compared between machines: glue it with timing=True alone, "
+                             "without tol, rel or factor")
+        return {"timing": True}
     spec = {}
     if tol is not None:
         if tol == "any":
@@ -102,7 +109,7 @@ def _check_tolerance(tol, rel, factor) -> dict:
     return spec
 
 
-def glue(name: str, value, display: bool = False, *, tol=None, rel=None, factor=None) -> None:
+def glue(name: str, value, display: bool = False, *, tol=None, rel=None, factor=None, timing=False) -> None:
     """Store `value` under `name` for the website's prose (myst-nb glue); a no-op where myst-nb is missing.
 
     Prose cites it as {glue:text}`name` so every number on the page comes from executed code.
@@ -111,12 +118,15 @@ def glue(name: str, value, display: bool = False, *, tol=None, rel=None, factor=
       no tolerance      the value must come out identical (pure arithmetic, counts, fixed data);
       tol=0.05          every number within 0.05 (absolute; percentages in points);
       rel=0.2           every number within 20 % of the committed one;
-      factor=3          every number within a factor of 3 (timings, speed-ups);
-      tol="any"         may differ entirely (e.g. which head wins); the cell must assert the claim.
+      factor=3          every number within a factor of 3 (e.g. a memory peak that allocators move);
+      tol="any"         may differ entirely (e.g. which head wins); the cell must assert the claim;
+      timing=True       a measured time or a ratio of times: shown as an illustration of this machine, never
+                        compared (no bound on seconds holds on every CPU, under load and on a GPU). The law the
+                        prose states beside it is checked on counted operations (book.timing.count_flops).
     """
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"glue name must be an identifier such as 'ch1_bigram_bpc', got {name!r}")
-    spec = _check_tolerance(tol, rel, factor)
+    spec = _check_tolerance(tol, rel, factor, timing)
     try:
         import IPython
         from myst_nb.ext.glue import GLUE_PREFIX

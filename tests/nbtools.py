@@ -104,6 +104,8 @@ def glue_drift(name: str, committed: str, fresh: str, spec) -> Optional[str]:
     """None when `fresh` is within the declared tolerance of `committed`, else what differs."""
     if spec is None:
         return "glued without a declared tolerance (use book.glue)"
+    if spec.get("timing"):
+        return None   # seconds on this machine: an illustration, never compared (CONTRIBUTING.md, "Timings")
     if spec.get("any") or committed == fresh:
         return None
     if committed is None or fresh is None:
@@ -130,8 +132,81 @@ def glue_drift_report(chapter: str, committed_outputs, fresh_outputs) -> list:
         if name not in new:
             problems.append(f"{chapter}: glue {name!r} (committed {text}) was not glued by the fresh run")
             continue
-        why = glue_drift(name, text, new[name][0], new[name][1])
+        why = glue_drift(name, text, new[name][0], new[name][1])   # the code's declaration today decides
         if why:
             problems.append(f"{chapter}: glue {name!r}: {why}")
     problems += [f"{chapter}: glue {n!r} is new in the fresh run: re-execute the notebook" for n in new if n not in old]
     return problems
+
+
+# ---- no law on seconds (CONTRIBUTING.md, "Timings") -------------------------------------------
+# names of measured time: loop_s, t["s"], tf_ms, step_time, speedup, train_seconds, tokens per second (tps) ...
+_TIMING_NAME = re.compile(r"(?:^|_)(?:s|ms|us|µs|secs?|seconds|times?|timings?|timed|speed|speedups?|faster|slower|"
+                          r"tps|elapsed|duration|perf_counter)(?:$|_)")
+# ... and the words a message uses for it
+_TIMING_WORD = re.compile(r"\b(?:time|times|timings?|seconds|secs|ms|µs|speed|speed-?ups?|faster|slower)\b", re.I)
+# counted quantities, the same on every machine
+_COUNTED_NAME = re.compile(r"flops|positions|steps|calls|ops\b|count|matmuls", re.I)
+ANY_MACHINE = "holds on any machine"   # a comment saying why a bound on seconds cannot fail (e.g. a part < its whole)
+
+
+def _names(node) -> list:
+    """Identifiers, attribute names and constant string subscripts (t["s"]) read by an expression."""
+    import ast
+
+    out = []
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name) and n.id != "s":     # a bare `s` is any loop variable; t["s"], loop_s count
+            out.append(n.id)
+        elif isinstance(n, ast.Attribute):
+            out.append(n.attr)
+        elif isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant) and isinstance(n.slice.value, str):
+            out.append(n.slice.value)
+    return out
+
+
+def _text(node) -> str:
+    import ast
+
+    return " ".join(n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str))
+
+
+def timing_checks(source: str) -> list:
+    """The `claim(...)`s, `assert`s and tolerant `glue(...)`s of a code cell that bound a measured time.
+
+    A check is flagged when its condition reads a timing name (loop_s, t["s"], speedup), or when its message speaks
+    of time and its condition reads no counted quantity (flops, positions, steps, calls). A glue is flagged when
+    its value reads a timing name and it declares tol/rel/factor instead of timing=True. A check whose lines carry
+    the comment "holds on any machine" (with the reason) is allowed.
+    """
+    import ast
+
+    lines = source.splitlines()
+    clean = "\n".join("" if ln.lstrip().startswith(("%", "!")) else ln for ln in lines)
+    found = []
+    for node in ast.walk(ast.parse(clean)):
+        if isinstance(node, ast.Assert):
+            cond, msg = node.test, node.msg
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("claim", "glue"):
+            if node.func.id == "glue":
+                kw = {k.arg for k in node.keywords}
+                value = node.args[1] if len(node.args) > 1 else None
+                if value is not None and kw & {"tol", "rel", "factor"} and "timing" not in kw \
+                        and any(_TIMING_NAME.search(n) for n in _names(value)):
+                    found.append(lines[node.lineno - 1].strip())
+                continue
+            cond = node.args[0] if node.args else None
+            msg = node.args[1] if len(node.args) > 1 else None
+        else:
+            continue
+        if cond is None:
+            continue
+        stmt = "\n".join(lines[node.lineno - 1:node.end_lineno])
+        if ANY_MACHINE in stmt:
+            continue
+        names = _names(cond)
+        timed = any(_TIMING_NAME.search(n) for n in names)
+        worded = msg is not None and _TIMING_WORD.search(_text(msg)) and not any(_COUNTED_NAME.search(n) for n in names)
+        if timed or worded:
+            found.append(lines[node.lineno - 1].strip())
+    return found

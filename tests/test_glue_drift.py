@@ -45,3 +45,71 @@ def test_report_names_chapter_glue_and_both_values():
     assert any("ch2_gone" in l and "not glued" in l for l in lines)
     assert any("ch2_new" in l and "new in the fresh run" in l for l in lines)
     assert glue_drift_report("02", committed[:1], committed[:1]) == []
+
+
+# ---- timings: shown, never compared (CONTRIBUTING.md, "Timings") -------------------------------
+def test_a_timing_glue_is_never_compared():
+    assert glue_drift("x", "'2.3'", "'8.7'", {"timing": True}) is None
+    assert glue_drift("x", "'2.3 ms'", "'1.1 s'", {"timing": True}) is None
+    committed = [out("ch7_kv_s", "'2.3'", {"factor": 3.0})]        # committed before it was declared a timing
+    assert glue_drift_report("07", committed, [out("ch7_kv_s", "'8.7'", {"timing": True})]) == []
+    assert glue_drift_report("07", committed, [out("ch7_kv_s", "'8.7'", {"factor": 3.0})])   # still caught
+    assert "not glued" in glue_drift_report("07", [out("ch7_kv_s", "'2.3'", {"timing": True})], [])[0]
+
+
+def test_glue_declares_a_timing_and_refuses_a_tolerance_beside_it():
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    from book import glue
+
+    InteractiveShell.instance()
+    with capture_output() as cap:
+        glue("ch0_step_ms", "12", timing=True)
+    assert cap.outputs[0].metadata["book_tolerance"] == {"timing": True}
+    with pytest.raises(ValueError, match="timing=True alone"):
+        glue("ch0_step_ms", "12", timing=True, factor=3)
+    with pytest.raises(ValueError, match="timing must be True or False"):
+        glue("ch0_step_ms", "12", timing="yes")
+
+
+def test_the_rendered_prose_shows_a_timing_glue():
+    import nbformat
+
+    from nbtools import ROOT  # noqa: F401  (tools/ on the path)
+    import render
+
+    cell = nbformat.from_dict(out("ch0_step_ms", "'12'", {"timing": True}))
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(outputs=[cell])])
+    assert render.render_glue("took {glue:text}`ch0_step_ms` ms", render.glue_values(nb)) == "took 12 ms"
+
+
+@pytest.mark.parametrize("source", [
+    'claim(attn_doubling > 2.8, f"doubling T should about quadruple attention\'s time: x{attn_doubling:.1f}")',
+    'claim(t["s"] < 120, "seconds, not minutes")',
+    "assert loop_s[-1] > 2 * loop_s[0]",
+    'claim(reuse > 1.05, f"reusing the encoder\'s memory saves time: {reuse:.2f}x")',
+    "claim(speedup >= 5,\n      'one pass is cheaper')",
+    'glue("ch4_half_time", f"{half_s / full_s:.2f}", factor=2)',
+    'glue("ch5_train_s", f"{t_all[\'s\']:.0f}", factor=4)',
+])
+def test_a_check_on_seconds_is_found(source):
+    from nbtools import timing_checks
+
+    assert timing_checks("x = 1\n" + source) == [source.splitlines()[0]]
+
+
+@pytest.mark.parametrize("source", [
+    'claim(flops[-1] == 4 * flops[-2], f"doubling T quadruples the FLOPs (time on this machine x{r:.1f})")',
+    "assert positions[256][0] > 100 * positions[256][1]",
+    'glue("ch4_half_time", f"{half_s / full_s:.2f}", timing=True)',
+    'glue("ch7_bench_course_s", f"{float(last[\'course_s\']):.0f}")',      # a recorded number, exact
+    "assert context.shape == (B, S)",
+    "assert wsd == [lr_at(s) for s in range(steps)]",
+    "assert hist.train_seconds < chapter_s   # holds on any machine: the timed part of the whole",
+    "%matplotlib inline\nclaim(acc > 0.9, f'accuracy {acc}')",
+])
+def test_counts_and_declared_timings_pass(source):
+    from nbtools import timing_checks
+
+    assert timing_checks(source) == []

@@ -155,6 +155,18 @@ def test_every_unchecked_output_is_asserted_in_its_cell(path):
 
 
 @pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
+def test_no_check_bounds_a_measured_time(path):
+    """Seconds differ between CPUs, under load and on a GPU: laws are asserted on counted operations (FLOPs,
+    positions, steps), and a glued time is declared timing=True (CONTRIBUTING.md, "Timings")."""
+    from nbtools import timing_checks
+
+    nb = nbformat.read(str(path), as_version=4)
+    found = [f"cell {i}: {line}" for i, c in enumerate(nb.cells) if c.cell_type == "code"
+             for line in timing_checks(c.source)]
+    assert not found, f"{path.stem}: checks or tolerances on seconds:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
 def test_glued_values_declare_their_tolerance_and_are_used(path):
     from nbtools import glued
 
