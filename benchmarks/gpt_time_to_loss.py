@@ -30,7 +30,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from book.data import load_shakespeare, shakespeare_split  # noqa: E402
 from book.tokenizers import CharTokenizer  # noqa: E402
-from book.train import COURSE_CPU, MODERN_CPU, NANOGPT_CPU, NANOGPT_CPU_FINAL_VAL, NANOGPT_GPU, evaluate_lm, race, time_to  # noqa: E402
+from book.train import (COURSE_CPU, MODERN_CPU, NANOGPT_CPU, NANOGPT_CPU_FINAL_VAL, NANOGPT_GPU,  # noqa: E402
+                        evaluate_lm, race, time_to)
 
 TARGET = NANOGPT_CPU_FINAL_VAL  # nanoGPT's CPU recipe after 2000 steps, nats
 GPU_TARGET = 1.47  # nanoGPT's GPU recipe (A100, about 3 minutes)

@@ -6,7 +6,8 @@
 
 The GPT is the course recipe (book.train.COURSE_CPU, its cosine stretched to --gpt-steps); the LSTM is
 Chapter 2's (book.rnn.CharRNN: 32-dim embedding, 128 LSTM units, AdamW at a constant 5e-3 as
-book.train.train_lm builds it, batches of 32 windows of 64 characters). Both train with book.train.fit. They train in turns in one process: the GPT runs a chunk of steps, then the
+book.train.train_lm builds it, batches of 32 windows of 64 characters). Both train with book.train.fit. They
+train in turns in one process: the GPT runs a chunk of steps, then the
 LSTM runs until its own training clock has caught up with the GPT's. So both get the same training seconds
 under the same machine load; the clock runs only during training steps. After every turn both are evaluated
 (untimed) on the same fixed validation windows.
@@ -23,7 +24,6 @@ import torch
 
 from bench_common import ROOT, char_corpus, parser, write_rows
 from book.data import get_batch
-from book.gpt import lm_loss
 from book.optim import build_optimizer
 from book.rnn import CharRNN
 from book.train import COURSE_CPU, History, RecipeRun, evaluate_lm, fit, nats_to_bits
@@ -76,7 +76,8 @@ def main(argv=None) -> None:
                    lstm_steps=lstm.history.steps, lstm_bpc=round(val_bpc(lstm.model, 64), 4))
         rows.append(row)
         print(f"  {row['seconds']:7.1f} s | GPT step {row['gpt_steps']:5d} val {row['gpt_bpc']:.3f} bits/char"
-              f" | LSTM step {row['lstm_steps']:5d} val {row['lstm_bpc']:.3f} (LSTM clock {lstm.history.train_seconds:.1f} s)",
+              f" | LSTM step {row['lstm_steps']:5d} val {row['lstm_bpc']:.3f}"
+              f" (LSTM clock {lstm.history.train_seconds:.1f} s)",
               flush=True)
     if not args.quick:
         write_rows(args.out, FIELDS, rows)

@@ -13,7 +13,8 @@ during training steps, and every evaluation uses the same fixed validation windo
 reaches the target, nanoGPT's final validation loss (book.train.NANOGPT_CPU_FINAL_VAL).
 
 Writes book/results/modern_ladder.csv, one row per rung: name, parameters, steps, seconds and tokens to the
-target (empty if not reached), tokens per second, and the last validation loss; and modern_ladder_curves.csv beside it, every
+target (empty if not reached), tokens per second, and the last validation loss; and modern_ladder_curves.csv beside
+it, every
 evaluation of every rung (rung, step, seconds, val). The last line reads
     rungs=<n> first_s=<course recipe's seconds> last_s=<modern recipe's seconds> last_ratio=<last/first>
 """

@@ -11,7 +11,8 @@ Organised by concept, in layers that import only downwards (tests/test_layering.
 - generation and training: generate, train, distributed;
 - pre-training and fine-tuning: pretrain, pretrained.
 """
-from .utils import (check_shape, claim, count_params, get_device, glue, gpu_scale, seed_everything, set_threads,
+from .checks import check_shape
+from .utils import (claim, count_params, get_device, glue, gpu_scale, seed_everything, set_threads,
                     smoke_run, step_budget, timed)
 
 __version__ = "0.1.0"

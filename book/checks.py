@@ -10,12 +10,12 @@ PyTorch. Each check returns the value it accepted, so it can be used inline:
 from __future__ import annotations
 
 from numbers import Real
-from typing import Optional
+from typing import Optional, Sequence
 
 import torch
 
 __all__ = ["positive_int", "optional_positive_int", "non_negative_int", "probability", "positive_number",
-           "one_of", "divides", "token_ids", "tensor_dims"]
+           "one_of", "divides", "token_ids", "tensor_dims", "check_shape"]
 
 
 def _is_int(v) -> bool:
@@ -110,3 +110,17 @@ def token_ids(ids, vocab_size: Optional[int] = None, name: str = "token ids") ->
         if lo < 0 or hi >= vocab_size:
             raise ValueError(f"{name} must lie in [0, {vocab_size}), got values from {lo} to {hi}")
     return ids
+
+
+def check_shape(t: torch.Tensor, shape: Sequence[Optional[int]], name: str = "tensor") -> torch.Tensor:
+    """Raise ValueError unless `t.shape` matches `shape`; None in `shape` matches any size.
+
+    Example: check_shape(x, (None, 5, 8), "x") accepts (2, 5, 8) and rejects (2, 8, 5).
+    """
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    ok = t.dim() == len(shape) and all(s is None or s == d for s, d in zip(shape, t.shape))
+    if not ok:
+        want = "(" + ", ".join("*" if s is None else str(s) for s in shape) + ")"
+        raise ValueError(f"{name} should have shape {want}, got {tuple(t.shape)}")
+    return t

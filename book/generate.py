@@ -177,7 +177,7 @@ def greedy_translate(model: nn.Module, src: torch.Tensor, max_len: int, *, bos: 
 
     src (B, S) -> ids (B, T') without BOS; after a row's EOS it holds pad. With need_weights=True also the
     cross-attention of each generated token, (L, B, H, T', S). The model (a book.transformer.Transformer)
-    needs encode(src, src_mask) -> memory, decode(tgt, memory, memory_mask, cache=, need_weights=) -> logits,
+    needs encode(src, src_keep) -> memory, decode(tgt, memory, memory_keep, cache=, need_weights=) -> logits,
     src_keep_mask(src) and new_cache(B, context_len). The encoder runs once and its memory is reused by every
     step (reencode=True runs it again each step, to measure what reuse saves); use_cache=True feeds the decoder
     only the newest token and keeps the keys and values of its self-attention in a KV cache.

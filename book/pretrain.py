@@ -27,8 +27,8 @@ from .optim import build_optimizer
 from .train import History, fit
 from .utils import step_budget
 
-__all__ = ["FAMILIES", "family_configs", "build", "objective_loss", "pretrain", "quote_windows", "fill_blank", "continuation_bits", "write",
-           "word_rate", "instruction_batch", "finetune", "answer"]
+__all__ = ["FAMILIES", "family_configs", "build", "objective_loss", "pretrain", "quote_windows", "fill_blank",
+           "continuation_bits", "write", "word_rate", "instruction_batch", "finetune", "answer"]
 
 FAMILIES = ("bert", "gpt", "t5")
 

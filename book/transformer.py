@@ -63,7 +63,8 @@ class TransformerConfig:
                      context_len=self.context_len, d_model=self.d_model, n_heads=self.n_heads, n_layers=self.n_layers)
         divides("n_heads", self.n_heads, "d_model", self.d_model)
         if self.d_model % 2:
-            raise ValueError(f"d_model must be even (the sinusoidal positions come in sin/cos pairs), got {self.d_model}")
+            raise ValueError("d_model must be even (the sinusoidal positions come in sin/cos pairs), "
+                             f"got {self.d_model}")
         if self.d_ff is not None:
             positive_int(d_ff=self.d_ff)
         one_of(("post", "pre"), norm=self.norm)

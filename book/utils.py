@@ -1,4 +1,4 @@
-"""Small helpers every chapter uses: device choice, seeding, shape checks, timing, glue, and the
+"""Small helpers every chapter uses: device choice, seeding, a wall-clock timer, glue, and the
 switches that make a chapter's checks portable (see CONTRIBUTING.md, "Notebook checks").
 
 Shape legend used across the package (batch first): B batch, T time (Tq/Tk when they differ),
@@ -10,12 +10,12 @@ import os
 import random
 import time
 from contextlib import contextmanager
-from typing import Iterator, Optional, Sequence
+from typing import Iterator, Optional
 
 import numpy as np
 import torch
 
-__all__ = ["check_config", "get_device", "seed_everything", "check_shape", "count_params", "timed", "glue", "gpu_scale",
+__all__ = ["get_device", "seed_everything", "count_params", "timed", "glue", "gpu_scale",
            "step_budget", "smoke_run", "claim", "set_threads", "train_step", "adamw"]
 
 _DEVICES = ("cuda", "mps", "cpu")
@@ -51,20 +51,6 @@ def seed_everything(seed: int = 0) -> torch.Generator:
     np.random.seed(seed)
     torch.manual_seed(seed)
     return torch.Generator().manual_seed(seed)
-
-
-def check_shape(t: torch.Tensor, shape: Sequence[Optional[int]], name: str = "tensor") -> torch.Tensor:
-    """Raise ValueError unless `t.shape` matches `shape`; None in `shape` matches any size.
-
-    Example: check_shape(x, (None, 5, 8), "x") accepts (2, 5, 8) and rejects (2, 8, 5).
-    """
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    ok = t.dim() == len(shape) and all(s is None or s == d for s, d in zip(shape, t.shape))
-    if not ok:
-        want = "(" + ", ".join("*" if s is None else str(s) for s in shape) + ")"
-        raise ValueError(f"{name} should have shape {want}, got {tuple(t.shape)}")
-    return t
 
 
 def count_params(model: torch.nn.Module, trainable_only: bool = True) -> int:
@@ -185,7 +171,8 @@ def step_budget(steps: int) -> int:
 
 
 def claim(holds, message: str) -> None:
-    """Check a claim the prose makes about a measured result (a trained model, a sample, a timing).
+    """Check a claim the prose makes about a measured result (a trained model, a sample): never a bound on
+    seconds, which no machine can promise (see book.timing: assert laws on counted operations).
 
     Raises AssertionError(message) when it fails, except in a smoke run (BOOK_MAX_STEPS set), where
     training is cut short and the claim is evaluated but cannot be expected to hold. Put the
@@ -248,22 +235,3 @@ def adamw(params, lr: float, weight_decay: float = 0.1, betas=(0.9, 0.99)) -> to
     groups = [{"params": [p for p in kept if p.dim() >= 2], "weight_decay": weight_decay},
               {"params": [p for p in kept if p.dim() < 2], "weight_decay": 0.0}]
     return torch.optim.AdamW([g for g in groups if g["params"]], lr=lr, betas=betas)
-
-
-def check_config(config, positive: Sequence[str], optional_positive: Sequence[str] = (), divides=None) -> None:
-    """Validate a model config's fields with clear messages: names in `positive` must be positive ints, those in
-    `optional_positive` positive ints or None, `config.dropout` (if any) in [0, 1); divides = (a, b): b % a == 0."""
-    for name in [*positive, *optional_positive]:
-        v = getattr(config, name)
-        if v is None and name in optional_positive:
-            continue
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            extra = " or None" if name in optional_positive else ""
-            raise ValueError(f"{name} must be a positive int{extra}, got {v!r}")
-    if divides is not None:
-        a, b = divides
-        if getattr(config, b) % getattr(config, a):
-            raise ValueError(f"{b} must be divisible by {a}, got {getattr(config, b)} and {getattr(config, a)}")
-    p = getattr(config, "dropout", 0.0)
-    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p < 1:
-        raise ValueError(f"dropout must lie in [0, 1), got {p!r}")

@@ -1,5 +1,4 @@
 """Tests for book.generate: sampling filters, the generate loop, cached generation equal to uncached."""
-import math
 
 import pytest
 import torch

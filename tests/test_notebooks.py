@@ -3,7 +3,6 @@ import importlib.util
 import json
 import re
 import shutil
-import sys
 
 import nbformat
 import pytest
@@ -64,7 +63,7 @@ def test_runtimes_are_recorded_for_every_chapter():
     for p in PATHS:
         bound, _ = OVER_BUDGET.get(p.stem, (180, ""))
         assert runtimes[p.stem]["cpu_s"] <= bound, f"{p.stem} took {runtimes[p.stem]['cpu_s']} s on the CPU"
-    for name, (bound, why) in OVER_BUDGET.items():
+    for name in OVER_BUDGET:
         assert runtimes[name]["cpu_s"] > 180, f"{name} fits the 180 s budget now: remove it from OVER_BUDGET"
     assert "| chapter |" in (CHAPTERS / "_generated" / "runtimes.md").read_text()
 
@@ -176,7 +175,8 @@ def test_glued_values_declare_their_tolerance_and_are_used(path):
         if cell.cell_type == "code":
             values.update(glued(cell.outputs))
     missing = [name for name, (_, spec) in values.items() if spec is None]
-    exact_cells = [c for c in nb.cells if c.cell_type == "code" and "nbval-ignore-output" not in c.metadata.get("tags", [])]
+    exact_cells = [c for c in nb.cells
+                   if c.cell_type == "code" and "nbval-ignore-output" not in c.metadata.get("tags", [])]
     loose = [name for c in exact_cells for name, (_, spec) in glued(c.outputs).items() if spec]
     assert not loose, (f"{path.stem}: {loose} declare a tolerance but sit in cells nbval compares exactly: "
                        "tag the cell nbval-ignore-output and check its claim there")

@@ -67,7 +67,7 @@ def test_bad_arguments_say_what_was_expected(call, message):
 
 def test_count_positions_counts_what_generation_runs_with_and_without_a_cache():
     from book.generate import generate
-    from book.models import GPT, GPTConfig
+    from book.gpt import GPT, GPTConfig
     from book.timing import count_positions
 
     torch.manual_seed(0)
