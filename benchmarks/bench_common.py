@@ -1,9 +1,20 @@
-"""What the benchmarks share: the corpus as tensors, the usual options, and writing a results table."""
+"""What the benchmarks share: the corpus as tensors, the usual options, and recording a result with its provenance.
+
+Every recorded benchmark ends its main() with `record(...)` (skipped with --quick): it writes the table
+book/results/<name>.csv and the provenance <name>.json beside it (book.results reads both; tests/test_recorded.py
+fails when the script changes after the result was recorded).
+"""
 from __future__ import annotations
 
 import argparse
 import csv
+import datetime
+import json
+import os
+import platform
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -12,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 from book.data import load_shakespeare, shakespeare_split  # noqa: E402
+from book.results import RESULTS_DIR, sha256_of  # noqa: E402
 from book.tokenizers import CharTokenizer  # noqa: E402
 
 
@@ -41,3 +53,67 @@ def write_rows(path: Path, fields, rows) -> None:
         w.writeheader()
         w.writerows(rows)
     print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+
+
+def _git_commit():
+    """HEAD's commit and whether the tree had uncommitted changes; (None, None) without git."""
+    try:
+        run = lambda *a: subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True, timeout=10)
+        head = run("rev-parse", "HEAD")
+        if head.returncode != 0:
+            return None, None
+        return head.stdout.strip(), bool(run("status", "--porcelain", "--untracked-files=no").stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        return None, None
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo on Linux, else what platform knows)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _jsonable(v):
+    return str(v) if isinstance(v, Path) else v
+
+
+def record(name: str, rows, fields, args: argparse.Namespace, seeds, started: float, script: str,
+           argv=None, extra=None) -> Path:
+    """Write book/results/<name>.csv (or args.out) and the provenance <name>.json beside it; return the json's path.
+
+    `rows`: a list of dicts, or {file name: (fields, rows)} for several tables (the first is the main one);
+    `started`: time.perf_counter() at the start of main(); `script`: the benchmark's __file__; `argv`: its command
+    line (default sys.argv[1:]); `extra`: more facts to keep (e.g. the GPU's name).
+    """
+    tables = rows if isinstance(rows, dict) else {f"{name}.csv": (fields, rows)}
+    out = Path(getattr(args, "out", None) or RESULTS_DIR / f"{name}.csv")
+    paths = [out] + [out.with_name(f) for f in list(tables)[1:]]
+    for path, (fs, rs) in zip(paths, tables.values()):
+        write_rows(path, fs, rs)
+    script = Path(script).resolve()
+    commit, dirty = _git_commit()
+    prov = {
+        "name": name,
+        "script": script.relative_to(ROOT).as_posix() if script.is_relative_to(ROOT) else str(script),
+        "script_sha256": sha256_of(script),
+        "argv": [str(a) for a in (sys.argv[1:] if argv is None else argv)],
+        "args": {k: _jsonable(v) for k, v in sorted(vars(args).items())},
+        "git_commit": commit, "git_dirty": dirty,
+        "torch": torch.__version__, "python": platform.python_version(),
+        "cpu": cpu_model(), "cpu_cores": os.cpu_count(), "threads": torch.get_num_threads(),
+        "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+        "seeds": list(seeds),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "wall_s": round(time.perf_counter() - started, 1),
+        "outputs": {p.name: sha256_of(p) for p in paths},
+        **(extra or {}),
+    }
+    path = out.with_suffix(".json")
+    path.write_text(json.dumps(prov, indent=1) + "\n")
+    print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+    return path

@@ -15,6 +15,8 @@ training time is used (which favours the baseline). The last line reads
     ratio=<course/baseline> course_s=<...> baseline_s=<...> baseline_final_val=<...> modern_ratio=<...> modern_s=<...>
 (modern: Chapter 10's recipe, book.train.MODERN_CPU, in the same interleaved race).
 On a CUDA machine it also times nanoGPT's GPU recipe to val 1.47 (printed before the last line).
+Without --quick it records one row per run (race, recipe, steps, step and seconds to the target, final val,
+tokens/s) in book/results/gpt_time_to_loss.csv and its provenance in gpt_time_to_loss.json (bench_common.record).
 Both CPU runs use `--threads` torch threads (default 1: on a shared machine more threads than free
 cores slows every run down many times over). The corpus is found as in book.data (BOOK_DATA_DIR).
 """
@@ -22,20 +24,20 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
+import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from book.data import load_shakespeare, shakespeare_split  # noqa: E402
-from book.tokenizers import CharTokenizer  # noqa: E402
-from book.train import (COURSE_CPU, MODERN_CPU, NANOGPT_CPU, NANOGPT_CPU_FINAL_VAL, NANOGPT_GPU,  # noqa: E402
-                        evaluate_lm, race, time_to)
+from bench_common import ROOT, char_corpus, record
+from book.train import (COURSE_CPU, MODERN_CPU, NANOGPT_CPU, NANOGPT_CPU_FINAL_VAL, NANOGPT_GPU, evaluate_lm, race,
+                        time_to)
 
 TARGET = NANOGPT_CPU_FINAL_VAL  # nanoGPT's CPU recipe after 2000 steps, nats
 GPU_TARGET = 1.47  # nanoGPT's GPU recipe (A100, about 3 minutes)
 EVAL_BATCH = 64
+RESULTS = ROOT / "book" / "results" / "gpt_time_to_loss.csv"
+FIELDS = ["race", "recipe", "steps", "step_to_target", "seconds_to_target", "final_val", "tokens_per_s"]
 
 
 def log(line: str) -> None:
@@ -64,8 +66,9 @@ def ladder_recipes():
     return [b, lr, depth, batch, dataclasses.replace(c, name="+ 600-step schedule (= course)")]
 
 
-def report(runs, curves, finals, args) -> list:
-    """Print each run's time to the target; return those times (whole run if never reached)."""
+def report(runs, curves, finals, args, rows: list, race_name: str) -> list:
+    """Print each run's time to the target and append its row to `rows`; return those times (whole run if never
+    reached)."""
     times = []
     for run, curve, final in zip(runs, curves, finals):
         hit = time_to(curve, TARGET)
@@ -75,6 +78,9 @@ def report(runs, curves, finals, args) -> list:
               f"final val {final:.4f} after {run.step} steps ({args.final_batches * EVAL_BATCH} windows); "
               f"{run.step * run.recipe.batch_size * run.recipe.context_len / run.train_s:,.0f} tokens/s")
         times.append(secs)
+        rows.append(dict(race=race_name, recipe=run.recipe.name, steps=run.step, step_to_target=hit[1] if hit else "",
+                         seconds_to_target=round(hit[0], 2) if hit else "", final_val=round(final, 4),
+                         tokens_per_s=round(run.step * run.recipe.batch_size * run.recipe.context_len / run.train_s)))
     return times
 
 
@@ -85,13 +91,13 @@ def main(argv=None) -> None:
     p.add_argument("--final-batches", type=int, default=40, help="validation windows / 64 for final losses")
     p.add_argument("--seed", type=int, default=1337)
     p.add_argument("--ladder", action="store_true", help="also race each course change on its own")
-    p.add_argument("--quick", action="store_true", help="tiny runs to test the harness")
+    p.add_argument("--out", type=Path, default=RESULTS, help="the results table (CSV) to write")
+    p.add_argument("--quick", action="store_true", help="tiny runs to test the harness; writes nothing")
     args = p.parse_args(argv)
+    started = time.perf_counter()
     torch.set_num_threads(args.threads)
-    text = load_shakespeare()
-    tok = CharTokenizer.from_text(text)
-    train_text, val_text = shakespeare_split(text)
-    data = (torch.tensor(tok.encode(train_text)), torch.tensor(tok.encode(val_text)), tok.vocab_size)
+    train, val, tok = char_corpus()
+    data = (train, val, tok.vocab_size)
 
     base, course, modern = NANOGPT_CPU, COURSE_CPU, MODERN_CPU
     if args.quick:
@@ -104,23 +110,30 @@ def main(argv=None) -> None:
         print(f"{r}  -> {r.tokens:,} tokens")
     runs, curves = run_race([base, course, modern], data, args, stop=(course.name, modern.name))
     finals = [final_val(run, data[1], args.final_batches) for run in runs]
-    base_s, course_s, modern_s = report(runs, curves, finals, args)
+    rows = []
+    base_s, course_s, modern_s = report(runs, curves, finals, args, rows, "cpu")
 
     if args.ladder:
         print("ladder: the course's changes added one at a time, raced together")
         recipes = ladder_recipes()
         lruns, lcurves = run_race(recipes, data, args, stop=tuple(r.name for r in recipes[1:]))
-        report(lruns, lcurves, [final_val(r, data[1], args.final_batches) for r in lruns], args)
+        report(lruns, lcurves, [final_val(r, data[1], args.final_batches) for r in lruns], args, rows, "ladder")
 
     if torch.cuda.is_available() and not args.quick:
         (run,), (curve,) = run_race([NANOGPT_GPU], data, args, stop=(NANOGPT_GPU.name,),
                                     device=torch.device("cuda"), target=GPU_TARGET)
         hit = time_to(curve, GPU_TARGET)
+        rows.append(dict(race=f"gpu (target {GPU_TARGET})", recipe=NANOGPT_GPU.name, steps=run.step,
+                         step_to_target=hit[1] if hit else "", seconds_to_target=round(hit[0], 2) if hit else "",
+                         final_val=round(curve[-1][2], 4),
+                         tokens_per_s=round(run.step * NANOGPT_GPU.batch_size * NANOGPT_GPU.context_len / run.train_s)))
         print(f"GPU {torch.cuda.get_device_name()}: {NANOGPT_GPU.name}: time to val {GPU_TARGET}: "
               f"{hit[0] if hit else float('nan'):.1f} s (step {hit[1] if hit else '-'}), last val {curve[-1][2]:.4f}")
 
     print(f"ratio={course_s / base_s:.3f} course_s={course_s:.2f} baseline_s={base_s:.2f} "
           f"baseline_final_val={finals[0]:.4f} modern_ratio={modern_s / base_s:.3f} modern_s={modern_s:.2f}")
+    if not args.quick:
+        record("gpt_time_to_loss", rows, FIELDS, args, [args.seed], started, __file__, argv)
 
 
 if __name__ == "__main__":

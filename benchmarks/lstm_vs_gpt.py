@@ -13,16 +13,18 @@ under the same machine load; the clock runs only during training steps. After ev
 (untimed) on the same fixed validation windows.
 
 The results are written to book/results/lstm_vs_gpt.csv (seconds, steps and validation bits/char of both,
-one row per turn), so that Chapter 7 can plot them wherever the package is installed. The last line reads
+one row per turn), so that Chapter 7 can plot them wherever the package is installed, and their provenance to
+lstm_vs_gpt.json (bench_common.record). The last line reads
     seconds=<...> gpt_bpc=<...> lstm_bpc=<...> gpt_steps=<...> lstm_steps=<...>
 """
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import torch
 
-from bench_common import ROOT, char_corpus, parser, write_rows
+from bench_common import ROOT, char_corpus, parser, record
 from book.data import get_batch
 from book.optim import build_optimizer
 from book.rnn import CharRNN
@@ -55,6 +57,7 @@ def main(argv=None) -> None:
     p.add_argument("--gpt-steps", type=int, default=1500, help="the GPT's schedule length (Chapter 7's on a CPU)")
     p.add_argument("--chunk", type=int, default=50, help="GPT steps per turn")
     args = p.parse_args(argv)
+    started = time.perf_counter()
     if args.quick:
         args.gpt_steps, args.chunk, args.eval_batches = 6, 3, 1
     torch.set_num_threads(args.threads)
@@ -80,7 +83,7 @@ def main(argv=None) -> None:
               f" (LSTM clock {lstm.history.train_seconds:.1f} s)",
               flush=True)
     if not args.quick:
-        write_rows(args.out, FIELDS, rows)
+        record("lstm_vs_gpt", rows, FIELDS, args, [args.seed, 1234], started, __file__, argv)
     last = rows[-1]
     print(f"seconds={last['seconds']:.2f} gpt_bpc={last['gpt_bpc']:.4f} lstm_bpc={last['lstm_bpc']:.4f} "
           f"gpt_steps={last['gpt_steps']} lstm_steps={last['lstm_steps']}")

@@ -14,17 +14,18 @@ reaches the target, nanoGPT's final validation loss (book.train.NANOGPT_CPU_FINA
 
 Writes book/results/modern_ladder.csv, one row per rung: name, parameters, steps, seconds and tokens to the
 target (empty if not reached), tokens per second, and the last validation loss; and modern_ladder_curves.csv beside
-it, every
-evaluation of every rung (rung, step, seconds, val). The last line reads
+it, every evaluation of every rung (rung, step, seconds, val); and their provenance, modern_ladder.json
+(bench_common.record). The last line reads
     rungs=<n> first_s=<course recipe's seconds> last_s=<modern recipe's seconds> last_ratio=<last/first>
 """
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import torch
 
-from bench_common import ROOT, char_corpus, parser, write_rows
+from bench_common import ROOT, char_corpus, parser, record
 from book.gpt import GPT
 from book.train import COURSE_CPU, NANOGPT_CPU_FINAL_VAL, race, time_to
 from book.utils import count_params
@@ -58,6 +59,7 @@ def main(argv=None) -> None:
     p.add_argument("--steps", type=int, default=600, help="every rung's schedule length")
     p.add_argument("--every", type=int, default=20, help="steps per turn, then an evaluation")
     args = p.parse_args(argv)
+    started = time.perf_counter()
     if args.quick:
         args.steps, args.every, args.eval_batches = 4, 2, 1
     torch.set_num_threads(args.threads)
@@ -84,10 +86,10 @@ def main(argv=None) -> None:
               + (f"step {hit[1]:4d}, {hit[0]:6.1f} s" if hit else "not reached") +
               f" | {rows[-1]['tokens_per_s']:7,} tokens/s | last val {rows[-1]['last_val']:.4f}", flush=True)
     if not args.quick:
-        write_rows(args.out, FIELDS, rows)
         points = [dict(rung=run.recipe.name, step=step, seconds=round(secs, 2), val=round(v, 4))
                   for run, curve in zip(runs, curves) for step, secs, v in curve]
-        write_rows(args.out.with_name(CURVES_NAME), ["rung", "step", "seconds", "val"], points)
+        tables = {args.out.name: (FIELDS, rows), CURVES_NAME: (["rung", "step", "seconds", "val"], points)}
+        record("modern_ladder", tables, None, args, [args.seed], started, __file__, argv)
     first = rows[0]["seconds_to_target"] or runs[0].train_s
     last = rows[len(rungs) - 2]["seconds_to_target"] or runs[len(rungs) - 2].train_s   # the full modern rung
     print(f"rungs={len(rungs) - 1} first_s={float(first):.2f} last_s={float(last):.2f} "

@@ -10,7 +10,8 @@ while BERT of the same size fills about half. Is T5 broken, or slow? This trains
 stretched over all of them, and measures the chapter's test every --every steps: the blank in the middle of
 the same 256 validation windows (book.pretrain.fill_blank).
 
-Writes book/results/t5_plateau.csv: model, step, seconds (training steps only), fill (share of blanks filled).
+Writes book/results/t5_plateau.csv: model, step, seconds (training steps only), fill (share of blanks filled),
+and its provenance t5_plateau.json (bench_common.record).
 The last line reads
     t5_first_above=<first step at which T5 beats the baseline by 5 points, or -1> t5_last=<fill> bert_last=<fill>
 """
@@ -20,7 +21,7 @@ import time
 
 import torch
 
-from bench_common import ROOT, char_corpus, parser, write_rows
+from bench_common import ROOT, char_corpus, parser, record
 from book.data import get_batch
 from book.objectives import PretrainVocab
 from book.pretrain import build, family_configs, fill_blank, pretrain
@@ -36,6 +37,7 @@ def main(argv=None) -> None:
     p.add_argument("--steps", type=int, default=8000, help="training steps of each model (the schedule's length)")
     p.add_argument("--every", type=int, default=100, help="steps between two measurements")
     args = p.parse_args(argv)
+    started = time.perf_counter()
     if args.quick:
         args.steps, args.every = 4, 2
     torch.set_num_threads(args.threads)
@@ -60,7 +62,7 @@ def main(argv=None) -> None:
             print(f"{name:4s} step {step:5d} | blanks filled {fill:6.1%}", flush=True)
         print(f"{name}: {args.steps} steps in {time.perf_counter() - t0:.0f} s", flush=True)
     if not args.quick:
-        write_rows(args.out, FIELDS, rows)
+        record("t5_plateau", rows, FIELDS, args, [0, 7], started, __file__, argv)
     t5 = [r for r in rows if r["model"] == "T5"]
     first = next((r["step"] for r in t5 if r["fill"] >= baseline + 0.05), -1)
     bert_last = [r for r in rows if r["model"] == "BERT"][-1]["fill"]

@@ -2,7 +2,8 @@
 
 Organised by concept, in layers that import only downwards (tests/test_layering.py, tools/draw_package.py):
 - argument checks: checks (the one validation idiom);
-- foundations: utils, data, tokenizers, tasks, objectives, plots;
+- foundations: utils, data, results (recorded benchmark tables and their provenance), tokenizers, tasks, objectives,
+  plots;
 - maths and counts: optim (the one training loop, fit, and the optimizer builder), timing, positional, kv_cache,
   ngram, widgets, diagrams;
 - attention and modules: attention (the functions and the one Attention module), layers (FFN, norms), rnn;

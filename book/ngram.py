@@ -12,10 +12,12 @@ from typing import Dict, Optional, Sequence
 import torch
 import torch.nn as nn
 
-from .checks import non_negative_int, positive_int, positive_number, tensor_dims, token_ids
+from .checks import (check_shape, non_negative_int, positive_int, positive_number, probability, tensor_dims,
+                     token_ids)
 
 __all__ = ["bigram_counts", "bigram_log_probs", "BigramLM", "ngram_stats", "nll_bits", "sample_bigram",
-           "ngram_counts", "ngram_log_prob", "ngram_bits", "check_ngram_log_prob"]
+           "ngram_counts", "ngram_log_prob", "ngram_bits", "check_ngram_log_prob", "KneserNey", "kneser_ney",
+           "kneser_ney_bits"]
 
 
 def _transitions(ids, vocab_size: int) -> None:
@@ -145,3 +147,97 @@ def check_ngram_log_prob(fn) -> bool:
                                  f"got {got!r}. Hint: (count + k) / (context count + k * V), then log.")
     print("Correct: your add-k n-gram probability matches the reference on every case.")
     return True
+
+
+class KneserNey:
+    """An interpolated Kneser-Ney model of order n over token ids (Chen & Goodman 1998, with one discount D).
+
+    For each order k = n, n-1, ..., 1 and context h of k-1 tokens (h' is h without its first token):
+        P_k(w | h) = max(c_k(h w) - D, 0) / c_k(h) + D * N_k(h) / c_k(h) * P_{k-1}(w | h'),   P_0(w) = 1 / V,
+    where c_n counts n-grams, c_k for k < n counts a k-gram's distinct left neighbours (its continuation count:
+    in how many contexts it appears, not how often), c_k(h) = sum over w of c_k(h w), and N_k(h) = number of w with
+    c_k(h w) > 0. A context with c_k(h) = 0 (never seen) hands all its mass to the order below. (Left neighbours
+    are counted within the corpus: a k-gram seen only at its very start has none.)
+    Every k-gram is one integer, its tokens in base V, so the tables are sorted tensors and a lookup is a
+    binary search. log_prob(context (B, n-1), next (B,)) -> (B,) natural logs; log_probs(context) -> (B, V).
+    """
+
+    def __init__(self, ids: torch.Tensor, vocab_size: int, n: int, discount: float = 0.75):
+        positive_int(vocab_size=vocab_size, n=n)
+        positive_number(discount=discount)
+        probability(discount=discount)   # 0 < D < 1
+        tensor_dims(ids, 1, "ids")
+        token_ids(ids, vocab_size, "ids")
+        if len(ids) < n:
+            raise ValueError(f"ids must hold at least n = {n} tokens to count one {n}-gram, got {len(ids)}")
+        if vocab_size ** n >= 2 ** 62:
+            raise ValueError(f"vocab_size ** n must stay below 2**62 (one int64 per n-gram), got {vocab_size}**{n}")
+        self.V, self.n, self.D = vocab_size, n, float(discount)
+        ids = ids.long()
+        self.tables = []                                             # per order k = 1..n: (grams, counts, ctx tables)
+        grams, counts = torch.unique(self._keys(ids, n), return_counts=True)     # order n: how often
+        for k in range(n, 0, -1):
+            ctx, inverse = torch.unique(grams // vocab_size, return_inverse=True)  # the k-grams' (k-1)-token contexts
+            total = torch.zeros(len(ctx), dtype=torch.long).index_add_(0, inverse, counts)
+            types = torch.bincount(inverse, minlength=len(ctx))
+            self.tables.insert(0, (grams, counts, ctx, total, types))
+            grams, counts = torch.unique(grams % vocab_size ** (k - 1), return_counts=True)  # (k-1)-grams: in how
+            # many distinct left contexts each one appears
+
+    def _keys(self, ids: torch.Tensor, k: int) -> torch.Tensor:
+        """Base-V integers of every k-gram in a 1-D tensor (or of each row's last k tokens in a 2-D one)."""
+        if ids.dim() == 2:
+            ids = ids[:, ids.shape[1] - k:]
+            return (ids * self.V ** torch.arange(k - 1, -1, -1)).sum(1)
+        return sum(ids[j:len(ids) - k + 1 + j] * self.V ** (k - 1 - j) for j in range(k))
+
+    @staticmethod
+    def _lookup(keys: torch.Tensor, table: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        """values[i] where table[i] == key, else 0 (table sorted)."""
+        i = torch.searchsorted(table, keys).clamp(max=len(table) - 1)
+        return torch.where(table[i] == keys, values[i], 0)
+
+    def log_prob(self, context: torch.Tensor, nxt: torch.Tensor) -> torch.Tensor:
+        """log P(nxt | context): context (B, n-1) ids, nxt (B,) ids -> (B,) natural logs (float64)."""
+        tensor_dims(nxt, 1, "nxt")
+        check_shape(context, (len(nxt), self.n - 1), "context")   # (B, n-1)
+        token_ids(context, self.V, "context")
+        token_ids(nxt, self.V, "nxt")
+        seq = torch.cat([context.long(), nxt.long()[:, None]], dim=1)
+        p = torch.full((len(nxt),), 1.0 / self.V, dtype=torch.float64)
+        for k, (grams, counts, ctx, total, types) in enumerate(self.tables, start=1):
+            key = self._keys(seq, k)
+            c = self._lookup(key, grams, counts).double()
+            tot = self._lookup(key // self.V, ctx, total).double()
+            typ = self._lookup(key // self.V, ctx, types).double()
+            seen = (c - self.D).clamp(min=0) + self.D * typ * p
+            p = torch.where(tot > 0, seen / tot.clamp(min=1), p)
+        return p.log()
+
+    __call__ = log_prob
+
+    def log_probs(self, context: torch.Tensor) -> torch.Tensor:
+        """log P(w | context) for every w in the vocabulary: context (B, n-1) -> (B, V)."""
+        check_shape(context, (None, self.n - 1), "context")
+        B = context.shape[0]
+        nxt = torch.arange(self.V).repeat(B)
+        return self.log_prob(context.repeat_interleave(self.V, dim=0), nxt).view(B, self.V)
+
+
+def kneser_ney(ids: torch.Tensor, vocab_size: int, n: int, discount: float = 0.75) -> KneserNey:
+    """An interpolated Kneser-Ney model of order `n` counted on a 1-D tensor of token ids (see KneserNey)."""
+    return KneserNey(ids, vocab_size, n, discount)
+
+
+def kneser_ney_bits(model: KneserNey, val_ids: torch.Tensor, batch: int = 65536) -> float:
+    """Validation cross-entropy in bits per token: every position from n-1 on (as ngram_bits scores them)."""
+    if not isinstance(model, KneserNey):
+        raise TypeError(f"model must be a KneserNey (from kneser_ney(...)), got {type(model).__name__}")
+    tensor_dims(val_ids, 1, "val_ids")
+    positive_int(batch=batch)
+    n = model.n
+    if len(val_ids) < n:
+        raise ValueError(f"val_ids must hold at least n = {n} tokens to score one {n}-gram, got {len(val_ids)}")
+    windows = val_ids.long().unfold(0, n, 1)                       # (positions, n): context then next
+    total = sum(float(model.log_prob(w[:, :-1], w[:, -1]).sum()) for w in windows.split(batch))
+    return -total / len(windows) / math.log(2)

@@ -176,6 +176,12 @@ CASES = [
      ValueError, "ids must lie in [0, 3), got values from -1 to 2"),
     ("sample_bigram-negative-start", lambda: ngram.sample_bigram(torch.zeros(3, 3), -1, 4),
      ValueError, "start must be a token id in [0, 3), got -1"),
+    ("kneser_ney-discount-one", lambda: ngram.kneser_ney(torch.tensor([1, 2, 1]), 3, 2, discount=1.0),
+     ValueError, "discount must lie in [0, 1), got 1.0"),
+    ("kneser_ney-out-of-vocab", lambda: ngram.kneser_ney(torch.tensor([1, 2, 3]), 3, 2),
+     ValueError, "ids must lie in [0, 3), got values from 1 to 3"),
+    ("kneser_ney-context-too-short", lambda: ngram.kneser_ney(torch.tensor([1, 2, 1]), 3, 3)(
+        torch.tensor([[1]]), torch.tensor([2])), ValueError, "context should have shape (1, 2), got (1, 1)"),
 ]
 
 
@@ -207,6 +213,7 @@ def test_valid_neighbours_of_the_bad_cases_still_work():
     assert GPTConfig(vocab_size=V, n_heads=4, n_kv_heads=2, d_ff=7, dropout=0.0).d_head == 32
     assert ngram.ngram_bits("abcabc", "abca", 4, 3) > 0
     assert ngram.nll_bits(torch.zeros(3, 3), torch.tensor([1, 2])) == 0.0
+    assert ngram.kneser_ney(torch.tensor([1, 2, 1]), 3, 2, discount=0.99)(torch.tensor([[1]]), torch.tensor([2])) < 0
 
 
 # ---- exercise checkers under `python -O` ------------------------------------------------------------
