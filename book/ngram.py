@@ -17,7 +17,7 @@ from .checks import (check_shape, non_negative_int, positive_int, positive_numbe
 
 __all__ = ["bigram_counts", "bigram_log_probs", "BigramLM", "ngram_stats", "nll_bits", "sample_bigram",
            "ngram_counts", "ngram_log_prob", "ngram_bits", "check_ngram_log_prob", "KneserNey", "kneser_ney",
-           "kneser_ney_bits"]
+           "kneser_ney_bits", "strongest_count_model"]
 
 
 def _transitions(ids, vocab_size: int) -> None:
@@ -241,3 +241,30 @@ def kneser_ney_bits(model: KneserNey, val_ids: torch.Tensor, batch: int = 65536)
     windows = val_ids.long().unfold(0, n, 1)                       # (positions, n): context then next
     total = sum(float(model.log_prob(w[:, :-1], w[:, -1]).sum()) for w in windows.split(batch))
     return -total / len(windows) / math.log(2)
+
+
+def strongest_count_model(train_ids: torch.Tensor, val_ids: torch.Tensor, vocab_size: int,
+                          orders: Sequence[int] = tuple(range(2, 9)),
+                          discounts: Sequence[float] = (0.75, 0.9)) -> Dict[str, object]:
+    """The book's count baseline: interpolated Kneser-Ney with its order n and discount D tuned fairly.
+
+    (n, D) is chosen on the last tenth of `train_ids` (a dev split, counted from the first nine tenths), never on
+    `val_ids`; the chosen setting is then recounted on all of `train_ids` and scored on `val_ids`.
+    Returns {"name", "n", "discount", "dev_bits", "bits" (validation bits/token), "model", "params" (stored counts)}.
+    """
+    tensor_dims(train_ids, 1, "train_ids")
+    tensor_dims(val_ids, 1, "val_ids")
+    positive_int(vocab_size=vocab_size)
+    orders, discounts = list(orders), list(discounts)
+    if not orders or not discounts:
+        raise ValueError(f"orders and discounts must each hold at least one value, got {orders} and {discounts}")
+    for n in orders:
+        positive_int(n=n)
+    cut = len(train_ids) * 9 // 10
+    fit_ids, dev_ids = train_ids[:cut], train_ids[cut:]
+    dev = {(n, d): kneser_ney_bits(kneser_ney(fit_ids, vocab_size, n, d), dev_ids) for n in orders for d in discounts}
+    n, d = min(dev, key=dev.get)
+    model = kneser_ney(train_ids, vocab_size, n, d)
+    params = sum(int(counts.numel()) + int(total.numel()) for _, counts, _, total, _ in model.tables)
+    return {"name": f"Kneser-Ney {n}-gram (counts, D={d:g})", "n": n, "discount": d, "dev_bits": dev[(n, d)],
+            "bits": kneser_ney_bits(model, val_ids), "model": model, "params": params}

@@ -88,3 +88,20 @@ def test_bad_arguments_are_refused():
         m(torch.tensor([[1], [2]]), torch.tensor([0, 1]))
     with pytest.raises(TypeError, match="model must be a KneserNey"):
         ngram.kneser_ney_bits("model", ABAB)
+
+
+def test_the_strongest_count_model_is_tuned_on_a_dev_split_never_on_validation():
+    torch.manual_seed(0)
+    train = torch.randint(0, 5, (3000,))
+    val_a, val_b = torch.randint(0, 5, (400,)), torch.zeros(400, dtype=torch.long)
+    a = ngram.strongest_count_model(train, val_a, 5, orders=(1, 2, 3), discounts=(0.5, 0.9))
+    b = ngram.strongest_count_model(train, val_b, 5, orders=(1, 2, 3), discounts=(0.5, 0.9))
+    assert (a["n"], a["discount"]) == (b["n"], b["discount"])          # the choice ignores the validation text
+    cut = 2700
+    dev = {(n, d): ngram.kneser_ney_bits(ngram.kneser_ney(train[:cut], 5, n, d), train[cut:])
+           for n in (1, 2, 3) for d in (0.5, 0.9)}
+    assert (a["n"], a["discount"]) == min(dev, key=dev.get)
+    assert a["bits"] == pytest.approx(ngram.kneser_ney_bits(ngram.kneser_ney(train, 5, a["n"], a["discount"]), val_a))
+    assert a["name"].startswith(f"Kneser-Ney {a['n']}-gram")
+    with pytest.raises(ValueError, match="at least one"):
+        ngram.strongest_count_model(train, val_a, 5, orders=())
