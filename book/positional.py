@@ -8,7 +8,12 @@ Two ways to tell attention where a token sits:
   `LearnedPositionalEmbedding` (a trained table, as in GPT-2 and BERT, with a hard maximum length);
 - relative, applied to queries and keys inside every attention layer:
   `RotaryEmbedding` (Su et al. 2021, RoFormer), which rotates 2-D pairs of q and k by an angle
-  proportional to the position, so that q_m . k_n depends only on n - m.
+  proportional to the position, so that q_m . k_n depends only on n - m;
+- relative, added to the attention scores: `alibi_bias` (Press et al. 2022, ALiBi), -m_h |i - j| per head,
+  with no position vectors at all.
+
+`CopyBackModel` is the one-layer, multi-head model chapter 5 trains with each of them on `copy_back_batch`
+(book.tasks), to see what happens when the needed distance grows beyond training.
 
 Every module here is built as (width, context_len): (d_model, context_len) for the absolute ones,
 (d_head, context_len) for RoPE. Both absolute modules share one calling convention, `forward(x, offset=0)`:
@@ -18,12 +23,13 @@ hold sin/cos (sinusoidal) or form the i-th rotated plane (RoPE), with frequency 
 """
 from __future__ import annotations
 
-from typing import Callable, Union
+import math
+from typing import Callable, Optional, Union
 
 import torch
 from torch import nn
 
-from .checks import positive_int
+from .checks import non_negative_int, one_of, positive_int, tensor_dims
 
 __all__ = [
     "pair_frequencies",
@@ -35,6 +41,10 @@ __all__ = [
     "apply_rotary",
     "RotaryEmbedding",
     "check_shift_matrix",
+    "alibi_slopes",
+    "alibi_bias",
+    "POSITION_SCHEMES",
+    "CopyBackModel",
 ]
 
 
@@ -210,3 +220,103 @@ def check_shift_matrix(fn: Callable, d_model: int = 8, base: float = 10000.0) ->
         if not torch.allclose(got, pe[k : k + 50], atol=1e-5):
             raise AssertionError(f"M_{k} @ PE[pos] is not PE[pos + {k}] (check the signs of the sin terms)")
     return True
+
+
+def alibi_slopes(n_heads: int) -> torch.Tensor:
+    """ALiBi's head slopes m_h (Press et al. 2022), shape (H,). Chapter 5.
+
+    For H a power of two, m_h = 2^(-8h/H), h = 1..H: a geometric sequence from 2^(-8/H) down to 2^-8.
+    Otherwise (as the paper's code does) the slopes of the nearest lower power of two P, followed by every
+    other slope of 2P, until there are H: the extra heads interleave between the first ones.
+    Example: alibi_slopes(4) -> [0.25, 0.0625, 0.015625, 0.00390625].
+    """
+    positive_int(n_heads=n_heads)
+
+    def geometric(n):  # n a power of two
+        return [2.0 ** (-8.0 * h / n) for h in range(1, n + 1)]
+
+    p = 2 ** math.floor(math.log2(n_heads))
+    slopes = geometric(p) + geometric(2 * p)[0::2][: n_heads - p]
+    return torch.tensor(slopes)
+
+
+def alibi_bias(T: int, n_heads: int, Tk: Optional[int] = None, start: Optional[int] = None) -> torch.Tensor:
+    """ALiBi's additive score bias -m_h |i - j|, float (H, Tq, Tk), to add to q.k / sqrt(D). Chapter 5.
+
+    Query i sits at position start + i (start defaults to Tk - Tq: the queries are the last Tq positions, as
+    when decoding with a cache), key j at position j. Symmetric in i - j: combine it with a causal mask (True =
+    may attend) for a decoder, as Press et al. do, or use it alone for a bidirectional encoder.
+    Example: alibi_bias(3, 1)[0] = -2^-8 * [[0, 1, 2], [1, 0, 1], [2, 1, 0]].
+    """
+    positive_int(T=T, n_heads=n_heads)
+    Tk = T if Tk is None else positive_int(Tk=Tk)
+    if start is None and Tk < T:
+        raise ValueError(f"Tk must be >= T when start is not given (the queries are the last T of the Tk "
+                         f"positions), got T={T}, Tk={Tk}")
+    start = Tk - T if start is None else non_negative_int(start=start)
+    distance = (torch.arange(start, start + T)[:, None] - torch.arange(Tk)[None, :]).abs()  # (Tq, Tk)
+    return -alibi_slopes(n_heads)[:, None, None] * distance  # (H, Tq, Tk)
+
+
+POSITION_SCHEMES = ("none", "sinusoidal", "learned", "rope", "alibi")
+
+
+class CopyBackModel(nn.Module):
+    """One causal multi-head attention layer over token embeddings, read out at the last position. Chapter 5.
+
+    `positions` picks how position enters: "none", "sinusoidal" or "learned" (added to the embeddings),
+    "rope" (rotates q and k in every head) or "alibi" (-m_h |i - j| added to every head's scores).
+    forward(x (B, T) ids) -> logits (B, V) at the last position; `weights(x)` -> (B, H, T, T) attention.
+    Positions >= context_len exist only for the learned table's sake (it raises IndexError beyond them).
+    """
+
+    def __init__(self, vocab_size: int, positions: str = "none", d_model: int = 32, n_heads: int = 4,
+                 context_len: int = 64):
+        super().__init__()
+        positive_int(vocab_size=vocab_size, d_model=d_model, n_heads=n_heads, context_len=context_len)
+        one_of(POSITION_SCHEMES, positions=positions)
+        if d_model % n_heads or (d_model // n_heads) % 2:
+            raise ValueError(f"d_model / n_heads must be an even int (RoPE's pairs), got {d_model} / {n_heads}")
+        self.positions, self.n_heads, self.d_head = positions, n_heads, d_model // n_heads
+        self.embed = nn.Embedding(vocab_size, d_model)
+        self.absolute = None  # added to the embeddings: sinusoidal or learned (at the sinusoid's scale)
+        if positions == "sinusoidal":
+            self.absolute = SinusoidalPositionalEncoding(d_model, context_len)
+        elif positions == "learned":
+            self.absolute = LearnedPositionalEmbedding(d_model, context_len, init_std=0.7)
+        self.rope = RotaryEmbedding(self.d_head, context_len) if positions == "rope" else None
+        self.q_proj, self.k_proj, self.v_proj, self.out_proj = (nn.Linear(d_model, d_model, bias=False)
+                                                                for _ in range(4))
+        self.readout = nn.Linear(d_model, vocab_size)
+
+    def _heads(self, t: torch.Tensor) -> torch.Tensor:
+        B, T, _ = t.shape
+        return t.view(B, T, self.n_heads, self.d_head).transpose(1, 2)  # (B, T, C) -> (B, H, T, D)
+
+    def _embed_qkv(self, x: torch.Tensor):
+        tensor_dims(x, 2, "x")
+        h = self.embed(x)  # (B, T, C)
+        h = self.absolute(h) if self.absolute is not None else h
+        q, k, v = (self._heads(p(h)) for p in (self.q_proj, self.k_proj, self.v_proj))
+        if self.rope is not None:
+            q, k = self.rope(q), self.rope(k)
+        return h, q, k, v
+
+    def weights(self, x: torch.Tensor) -> torch.Tensor:
+        """Attention weights (B, H, T, T) of the layer, causal, with ALiBi's bias when positions="alibi"."""
+        _, q, k, _ = self._embed_qkv(x)
+        return self._weights(q, k)
+
+    def _weights(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        T = q.shape[-2]
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)  # (B, H, T, T)
+        if self.positions == "alibi":
+            scores = scores + alibi_bias(T, self.n_heads).to(scores)
+        keep = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()  # True = may attend
+        return scores.masked_fill(~keep, float("-inf")).softmax(-1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h, q, k, v = self._embed_qkv(x)
+        mixed = (self._weights(q, k) @ v).transpose(1, 2).flatten(2)  # (B, H, T, D) -> (B, T, C)
+        h = h + self.out_proj(mixed)
+        return self.readout(h[:, -1])  # (B, V) at the last position

@@ -362,3 +362,28 @@ def bites_batch(batch_size: int, seq_len: int, min_verb_pos: int = 1, distractor
     rows = torch.arange(B)
     x[rows, pos - 1], x[rows, pos], x[rows, pos + 1] = biter, _BITES, bitten
     return x, pos, biter
+
+
+# ---- copy the token k back (Chapter 5) ---------------------------------------------------------
+def copy_back_batch(batch_size: int, seq_len: int, k, n_letters: int = 4, n_values: int = 16,
+                    generator: Optional[torch.Generator] = None):
+    """Copy the token k back: n_letters random letters, then k - 1 dots, then "?"; the answer is the last letter.
+
+    The query "?" is the last token; the letter to copy sits exactly k places before it, and the run of dots
+    tells the model nothing but "keep looking further back". Dots also pad the front up to seq_len.
+    Ids: letters 0..n_values-1, dot n_values, "?" n_values+1. `k` is an int or a (B,) tensor of distances
+    in 1..seq_len - n_letters. Returns x (B, T) ids, y (B,) the letter k back, k (B,).
+    Example (k=2, n_letters=2, seq_len=6): ". . c a . ?" -> a.
+    """
+    positive_int(batch_size=batch_size, seq_len=seq_len, n_letters=n_letters, n_values=n_values)
+    k = torch.as_tensor(k).expand(batch_size) if torch.as_tensor(k).dim() == 0 else torch.as_tensor(k)
+    if k.shape != (batch_size,) or k.min() < 1 or k.max() > seq_len - n_letters:
+        raise ValueError(f"k must be an int or ({batch_size},) tensor of distances in 1..{seq_len - n_letters} "
+                         f"(seq_len - n_letters), got shape {tuple(k.shape)}, range {k.min().item()}..{k.max().item()}")
+    x = torch.full((batch_size, seq_len), n_values)
+    x[:, -1] = n_values + 1
+    letters = torch.randint(0, n_values, (batch_size, n_letters), generator=generator)
+    first = seq_len - 1 - k - (n_letters - 1)  # position of the first letter; the last is k before the end
+    cols = first[:, None] + torch.arange(n_letters)[None, :]  # (B, n_letters)
+    x.scatter_(1, cols, letters)
+    return x, letters[:, -1], k

@@ -3,6 +3,7 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -188,3 +189,90 @@ def test_bites_batch_options_and_errors():
         bites_batch(4, 10, min_verb_pos=9)
     with pytest.raises(ValueError, match="distractor_p"):
         bites_batch(4, 10, distractor_p=1.5)
+
+
+# ---- ALiBi and the copy-back model -------------------------------------------------------------
+from book.positional import POSITION_SCHEMES, CopyBackModel, alibi_bias, alibi_slopes  # noqa: E402
+
+
+def test_alibi_slopes_are_the_papers_geometric_sequence():
+    torch.testing.assert_close(alibi_slopes(4), torch.tensor([1 / 4, 1 / 16, 1 / 64, 1 / 256]))
+    torch.testing.assert_close(alibi_slopes(8), torch.tensor([2.0 ** -h for h in range(1, 9)]))
+    # not a power of two: the 4 slopes of H=4, then every other slope of H=8 (the paper's code)
+    torch.testing.assert_close(alibi_slopes(6), torch.tensor([1 / 4, 1 / 16, 1 / 64, 1 / 256, 1 / 2, 1 / 8]))
+    with pytest.raises(ValueError, match="n_heads must be a positive int"):
+        alibi_slopes(0)
+
+
+def test_alibi_bias_by_hand():
+    # H = 2: slopes 2^-4 = 1/16 and 2^-8 = 1/256; bias[h, i, j] = -m_h |i - j|
+    expected = -torch.tensor([1 / 16, 1 / 256])[:, None, None] * torch.tensor([[0., 1, 2], [1, 0, 1], [2, 1, 0]])
+    torch.testing.assert_close(alibi_bias(3, 2), expected)
+    # two queries after three cached keys: positions 3 and 4 against keys 0..4
+    assert alibi_bias(2, 1, Tk=5)[0, :, 0].tolist() == [-3 / 256, -4 / 256]
+    torch.testing.assert_close(alibi_bias(2, 2, Tk=5), alibi_bias(5, 2)[:, 3:])
+    with pytest.raises(ValueError, match="Tk must be >= T"):
+        alibi_bias(4, 2, Tk=3)
+    with pytest.raises(ValueError, match="start must be an int >= 0"):
+        alibi_bias(2, 2, start=-1)
+    assert alibi_bias(1, 1, Tk=3, start=0)[0, 0].tolist() == [0.0, -1 / 256, -2 / 256]   # query at 0, keys ahead
+
+
+def test_alibi_model_equals_sdpa_with_a_float_bias():
+    """An independent formulation: PyTorch's fused attention with the bias and the causal mask as a float mask."""
+    torch.manual_seed(0)
+    model = CopyBackModel(7, "alibi", d_model=12, n_heads=3)
+    x = torch.randint(0, 7, (B, T))
+    h, q, k, v = model._embed_qkv(x)
+    float_mask = alibi_bias(T, 3).masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
+    fused = F.scaled_dot_product_attention(q, k, v, attn_mask=float_mask)            # (B, H, T, D)
+    expected = model.readout(h + model.out_proj(fused.transpose(1, 2).flatten(2)))[:, -1]
+    torch.testing.assert_close(model(x), expected)
+    w = model.weights(x)
+    assert w.shape == (B, 3, T, T) and torch.all(w.triu(1) == 0)
+
+
+def test_alibi_prefers_the_nearer_of_two_equal_keys():
+    model = CopyBackModel(5, "alibi", d_model=8, n_heads=2)
+    with torch.no_grad():
+        model.q_proj.weight.zero_()                 # every content score 0: only the bias is left
+    w = model.weights(torch.randint(0, 5, (1, 6)))[0, :, -1]   # (H, T) the last query's weights
+    assert torch.all(w[:, 1:] > w[:, :-1])          # nearer keys get more weight, in every head
+    ratio = w[:, -1] / w[:, -2]
+    torch.testing.assert_close(ratio, torch.exp(alibi_slopes(2)))
+
+
+@pytest.mark.parametrize("scheme", POSITION_SCHEMES)
+def test_copy_back_model_shapes_and_causality(scheme):
+    model = CopyBackModel(9, scheme, d_model=16, n_heads=2, context_len=12)
+    x = torch.randint(0, 9, (B, 7))
+    assert model(x).shape == (B, 9)
+    w = model.weights(x)
+    assert w.shape == (B, 2, 7, 7) and torch.allclose(w.sum(-1), torch.ones(B, 2, 7))
+    assert torch.all(w.triu(1) == 0)                # causal: no query sees a later key
+    y = x.clone()
+    y[:, -1] = (y[:, -1] + 1) % 9                   # a change at the end reaches no earlier query
+    torch.testing.assert_close(model.weights(y)[:, :, :-1], w[:, :, :-1])
+
+
+def test_copy_back_model_rope_is_shift_invariant_and_learned_has_a_wall():
+    torch.manual_seed(1)
+    rope = CopyBackModel(9, "rope", d_model=16, n_heads=2)
+    x = torch.randint(0, 9, (B, 6))
+    # the same queries and keys moved 5 positions along give the same weights: only distances count
+    q, k = torch.randn(1, 2, 6, 8), torch.randn(1, 2, 6, 8)
+    torch.testing.assert_close(rope._weights(rope.rope(q, offset=5), rope.rope(k, offset=5)),
+                               rope._weights(rope.rope(q), rope.rope(k)))
+    assert rope(x).shape == (B, 9)
+    learned = CopyBackModel(9, "learned", d_model=16, n_heads=2, context_len=8)
+    with pytest.raises(IndexError, match="learned positions exist only for 0..7"):
+        learned(torch.zeros(1, 9, dtype=torch.long))
+
+
+def test_copy_back_model_bad_inputs():
+    with pytest.raises(ValueError, match="positions must be one of"):
+        CopyBackModel(9, "relative")
+    with pytest.raises(ValueError, match="must be an even int"):
+        CopyBackModel(9, "rope", d_model=12, n_heads=4)
+    with pytest.raises(ValueError, match="x must be 2-D"):
+        CopyBackModel(9)(torch.zeros(2, 3, 4, dtype=torch.long))

@@ -196,3 +196,22 @@ def test_needle_batch_bad_arguments(kwargs, match):
 def test_the_checks_name_the_bad_argument(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_copy_back_batch_puts_the_answer_k_back():
+    from book.tasks import copy_back_batch
+    x, y, k = copy_back_batch(3, 8, torch.tensor([1, 2, 4]), n_letters=2, n_values=16,
+                              generator=torch.Generator().manual_seed(0))
+    assert x.shape == (3, 8) and torch.all(x[:, -1] == 17)                 # "?" at the end
+    rows = torch.arange(3)
+    assert torch.equal(x[rows, 7 - k], y)                                   # the answer sits k back
+    assert torch.all(x[rows, 6 - k] < 16)                                   # the other letter just before it
+    for r, kr in enumerate(k.tolist()):
+        assert torch.all(x[r, 8 - kr:7] == 16)                              # k - 1 dots after the answer
+        assert torch.all(x[r, :6 - kr] == 16)                               # dots pad the front
+    x, y, k = copy_back_batch(5, 6, 2)
+    assert torch.equal(k, torch.full((5,), 2)) and torch.equal(x[:, 3], y)
+    with pytest.raises(ValueError, match=r"distances in 1..4"):
+        copy_back_batch(2, 8, 5)
+    with pytest.raises(ValueError, match=r"distances in 1..4"):
+        copy_back_batch(2, 8, torch.tensor([0, 1]))
