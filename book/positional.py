@@ -41,6 +41,7 @@ __all__ = [
     "apply_rotary",
     "RotaryEmbedding",
     "check_shift_matrix",
+    "check_rotate_half",
     "alibi_slopes",
     "alibi_bias",
     "POSITION_SCHEMES",
@@ -219,6 +220,27 @@ def check_shift_matrix(fn: Callable, d_model: int = 8, base: float = 10000.0) ->
         got = pe[:50] @ M.T  # row pos holds (M_k PE[pos])^T
         if not torch.allclose(got, pe[k : k + 50], atol=1e-5):
             raise AssertionError(f"M_{k} @ PE[pos] is not PE[pos + {k}] (check the signs of the sin terms)")
+    return True
+
+
+def check_rotate_half(fn: Callable, d_head: int = 8) -> bool:
+    """Self-check for the chapter 5 exercise: is `fn(x, offset)` RoPE in the rotate-half layout (GPT-NeoX, HF)?
+
+    In that layout pair i is the dims (i, i + D/2) instead of (2i, 2i+1). Permuting the dims of an interleaved
+    vector to [0, 2, 4, ..., 1, 3, 5, ...] gives the rotate-half vector, and then fn must equal the
+    interleaved RoPE permuted the same way. Tries offsets 0 and 3 on x (2, 3, 5, d_head); raises on a miss.
+    """
+    _check_even(d_head, "d_head")
+    perm = torch.cat([torch.arange(0, d_head, 2), torch.arange(1, d_head, 2)])
+    x = torch.randn(2, 3, 5, d_head, generator=torch.Generator().manual_seed(0))
+    rope = RotaryEmbedding(d_head)
+    for offset in (0, 3):
+        got = fn(x[..., perm], offset)
+        if not isinstance(got, torch.Tensor) or got.shape != x.shape:
+            raise AssertionError(f"fn(x, offset) should return a tensor of shape {tuple(x.shape)}")
+        if not torch.allclose(got, rope(x, offset)[..., perm], atol=1e-5):
+            raise AssertionError(f"offset {offset}: not the interleaved RoPE permuted to the rotate-half layout "
+                                 "(pair i is dims i and i + D/2; the first half gets x1 cos - x2 sin)")
     return True
 
 

@@ -76,3 +76,11 @@ def test_ch5_scratch_rope_matches_package(ch5):
         ours = ch5["rope_scratch"](x, offset)
         assert ours.shape == (B, H, T, D)
         torch.testing.assert_close(ours, rope(x, offset=offset), atol=1e-5, rtol=1e-5)
+
+
+def test_ch5_scratch_alibi_matches_package(ch5):
+    from book.positional import alibi_bias
+    for n_heads in (1, 2, 4, 8):                    # powers of two: the scratch cell's formula
+        ours = ch5["alibi_scratch"](T, n_heads)
+        assert ours.shape == (n_heads, T, T)
+        torch.testing.assert_close(ours, alibi_bias(T, n_heads))

@@ -276,3 +276,20 @@ def test_copy_back_model_bad_inputs():
         CopyBackModel(9, "rope", d_model=12, n_heads=4)
     with pytest.raises(ValueError, match="x must be 2-D"):
         CopyBackModel(9)(torch.zeros(2, 3, 4, dtype=torch.long))
+
+
+def test_check_rotate_half_accepts_the_neox_layout_and_rejects_the_interleaved_one():
+    from book.positional import check_rotate_half
+
+    def rotate_half_rope(x, offset):
+        D = x.shape[-1]
+        cos, sin = RotaryEmbedding(D).cos_sin(x.shape[-2], offset)
+        cos, sin = torch.cat([cos, cos], -1), torch.cat([sin, sin], -1)         # (T, D): pair i at i and i + D/2
+        x1, x2 = x[..., : D // 2], x[..., D // 2:]
+        return x * cos + torch.cat([-x2, x1], -1) * sin                          # HF's rotate_half
+
+    assert check_rotate_half(rotate_half_rope) and check_rotate_half(rotate_half_rope, d_head=12)
+    with pytest.raises(AssertionError, match="rotate-half layout"):
+        check_rotate_half(lambda x, offset: RotaryEmbedding(x.shape[-1])(x, offset))   # interleaved: wrong pairs
+    with pytest.raises(AssertionError, match="should return a tensor"):
+        check_rotate_half(lambda x, offset: None)
