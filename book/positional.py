@@ -289,7 +289,8 @@ class CopyBackModel(nn.Module):
     `positions` picks how position enters: "none", "sinusoidal" or "learned" (added to the embeddings),
     "rope" (rotates q and k in every head) or "alibi" (-m_h |i - j| added to every head's scores).
     forward(x (B, T) ids) -> logits (B, V) at the last position; `weights(x)` -> (B, H, T, T) attention.
-    Positions >= context_len exist only for the learned table's sake (it raises IndexError beyond them).
+    `context_len` sizes the position tables; the learned one has no row beyond it (IndexError), the others
+    compute later positions from their formulas.
     """
 
     def __init__(self, vocab_size: int, positions: str = "none", d_model: int = 32, n_heads: int = 4,
