@@ -59,3 +59,17 @@ def test_parallel_threads_quick_run_times_every_model_at_every_thread_count(extr
     fields = dict(kv.split("=") for kv in lines[-1].split())
     assert set(fields) >= {"T", "loop_2v1", "nn_rnn_2v1", "attention_2v1", "fused_2v1"}
     assert all(float(v) > 0 for k, v in fields.items() if k != "T")
+
+
+def test_recorded_parallel_threads_has_every_model_at_one_and_two_threads_with_repeats():
+    from parallel_threads import MODELS
+    rows = [r for r in read_rows("parallel_threads") if r["device"] == "cpu"]
+    lengths = {int(r["T"]) for r in rows}
+    assert len(lengths) >= 3
+    for model in MODELS:
+        for T in lengths:
+            for threads in (1, 2):
+                readings = [float(r["seconds"]) for r in rows
+                            if (r["model"], int(r["T"]), int(r["threads"])) == (model, T, threads)]
+                assert len(readings) >= 3 and len(readings) % 2 == 1, (model, T, threads)   # Chapter 4 takes the median
+                assert all(s > 0 for s in readings)
