@@ -197,18 +197,15 @@ class KneserNey:
         self.V, self.n, self.D = vocab_size, n, float(discount)
         ids = ids.long()
         self.tables = []                                             # per order k = 1..n: (grams, counts, ctx tables)
-        grams, counts = torch.unique(self._keys(ids, n), return_counts=True)     # order n: how often
+        grams, counts = torch.unique(_gram_keys(ids, n, vocab_size), return_counts=True)   # order n: how often
         for k in range(n, 0, -1):
-            ctx, inverse = torch.unique_consecutive(grams // vocab_size, return_inverse=True)  # their (k-1)-token
-            # contexts (grams are sorted, so their contexts are too)
+            # the k-grams' (k-1)-token contexts: sorted already, because the k-grams are
+            ctx, inverse = torch.unique_consecutive(grams // vocab_size, return_inverse=True)
             total = torch.zeros(len(ctx), dtype=torch.long).index_add_(0, inverse, counts)
             types = torch.bincount(inverse, minlength=len(ctx))
             self.tables.insert(0, (grams, counts, ctx, total, types))
-            grams, counts = torch.unique(grams % vocab_size ** (k - 1), return_counts=True)  # (k-1)-grams: in how
-            # many distinct left contexts each one appears
-
-    def _keys(self, ids: torch.Tensor, k: int) -> torch.Tensor:
-        return _gram_keys(ids, k, self.V)
+            # order k-1: after how many distinct tokens each (k-1)-gram appears (one per distinct k-gram ending in it)
+            grams, counts = torch.unique(grams % vocab_size ** (k - 1), return_counts=True)
 
     @staticmethod
     def _lookup(keys: torch.Tensor, table: torch.Tensor, *values: torch.Tensor) -> list:
@@ -226,7 +223,7 @@ class KneserNey:
         seq = torch.cat([context.long(), nxt.long()[:, None]], dim=1)
         p = torch.full((len(nxt),), 1.0 / self.V, dtype=torch.float64)
         for k, (grams, counts, ctx, total, types) in enumerate(self.tables, start=1):
-            key = self._keys(seq, k)
+            key = _gram_keys(seq, k, self.V)
             c, = self._lookup(key, grams, counts)
             tot, typ = self._lookup(key // self.V, ctx, total, types)
             seen = (c - self.D).clamp(min=0) + self.D * typ * p
