@@ -17,7 +17,8 @@ from .checks import (check_shape, non_negative_int, positive_int, positive_numbe
 
 __all__ = ["bigram_counts", "bigram_log_probs", "BigramLM", "ngram_stats", "nll_bits", "sample_bigram",
            "ngram_counts", "ngram_log_prob", "ngram_bits", "check_ngram_log_prob", "KneserNey", "kneser_ney",
-           "kneser_ney_bits", "strongest_count_model"]
+           "kneser_ney_bits", "strongest_count_model", "longest_seen_context", "jelinek_mercer_prob",
+           "check_jelinek_mercer"]
 
 
 def _transitions(ids, vocab_size: int) -> None:
@@ -78,15 +79,16 @@ def sample_bigram(log_probs: torch.Tensor, start: int, n: int,
     return out
 
 
-def ngram_stats(train: Sequence, val: Sequence, n: int) -> Dict[str, float]:
+def ngram_stats(train: Sequence, val: Sequence, n: int, counts: Optional[tuple] = None) -> Dict[str, float]:
     """How an order-n table copes: its size and how often validation meets an unseen context.
 
     Returns {"n", "contexts" (distinct (n-1)-grams seen in train), "table_entries" (distinct
     n-grams stored), "full_table" (V**(n-1) * V cells a dense table would need, V from train),
     "unseen_rate" (fraction of val positions whose (n-1)-token context never occurred in train)}.
+    `counts`: ngram_counts(train, n), when already counted.
     """
     positive_int(n=n)
-    grams, contexts = ngram_counts(train, n)
+    grams, contexts = _counted(train, n, counts)
     k = n - 1
     V = len(set(train))
     val_ctx = [tuple(val[i:i + k]) for i in range(len(val) - k)]
@@ -113,6 +115,16 @@ def ngram_log_prob(counts: Counter, context_counts: Counter, context: tuple, tok
     return math.log(num / den)
 
 
+def _counted(train: Sequence, n: int, counts: Optional[tuple]):
+    """ngram_counts(train, n), or `counts` if the caller counted them already (checked to be of order n)."""
+    if counts is None:
+        return ngram_counts(train, n)
+    grams = counts[0]
+    if len(counts) != 2 or (grams and len(next(iter(grams))) != n):
+        raise ValueError(f"counts must be ngram_counts(train, {n}): (n-gram Counter, context Counter) of order {n}")
+    return counts
+
+
 def ngram_counts(ids: Sequence, n: int):
     """(Counter of n-grams, Counter of their (n-1)-token contexts) over a token sequence."""
     positive_int(n=n)
@@ -123,12 +135,14 @@ def ngram_counts(ids: Sequence, n: int):
     return grams, contexts
 
 
-def ngram_bits(train: Sequence, val: Sequence, n: int, vocab_size: int, k: float = 0.1) -> float:
-    """Validation cross-entropy (bits per token) of an add-k smoothed order-n model."""
+def ngram_bits(train: Sequence, val: Sequence, n: int, vocab_size: int, k: float = 0.1,
+               counts: Optional[tuple] = None) -> float:
+    """Validation cross-entropy (bits per token) of an add-k smoothed order-n model.
+    `counts`: ngram_counts(train, n), when already counted."""
     positive_int(n=n, vocab_size=vocab_size)
     if len(val) < n:
         raise ValueError(f"val must hold at least n = {n} tokens to score one {n}-gram, got {len(val)}")
-    grams, contexts = ngram_counts(train, n)
+    grams, contexts = _counted(train, n, counts)
     total = 0.0
     for i in range(n - 1, len(val)):
         total -= ngram_log_prob(grams, contexts, tuple(val[i - n + 1:i]), val[i], vocab_size, k)
@@ -147,6 +161,14 @@ def check_ngram_log_prob(fn) -> bool:
                                  f"got {got!r}. Hint: (count + k) / (context count + k * V), then log.")
     print("Correct: your add-k n-gram probability matches the reference on every case.")
     return True
+
+
+def _gram_keys(ids: torch.Tensor, k: int, V: int) -> torch.Tensor:
+    """Base-V integers of every k-gram in a 1-D tensor (or of each row's last k tokens in a 2-D one)."""
+    if ids.dim() == 2:
+        ids = ids[:, ids.shape[1] - k:]
+        return (ids * V ** torch.arange(k - 1, -1, -1)).sum(1)
+    return sum(ids[j:len(ids) - k + 1 + j] * V ** (k - 1 - j) for j in range(k))
 
 
 class KneserNey:
@@ -175,27 +197,22 @@ class KneserNey:
         self.V, self.n, self.D = vocab_size, n, float(discount)
         ids = ids.long()
         self.tables = []                                             # per order k = 1..n: (grams, counts, ctx tables)
-        grams, counts = torch.unique(self._keys(ids, n), return_counts=True)     # order n: how often
+        grams, counts = torch.unique(_gram_keys(ids, n, vocab_size), return_counts=True)   # order n: how often
         for k in range(n, 0, -1):
-            ctx, inverse = torch.unique(grams // vocab_size, return_inverse=True)  # the k-grams' (k-1)-token contexts
+            # the k-grams' (k-1)-token contexts: sorted already, because the k-grams are
+            ctx, inverse = torch.unique_consecutive(grams // vocab_size, return_inverse=True)
             total = torch.zeros(len(ctx), dtype=torch.long).index_add_(0, inverse, counts)
             types = torch.bincount(inverse, minlength=len(ctx))
             self.tables.insert(0, (grams, counts, ctx, total, types))
-            grams, counts = torch.unique(grams % vocab_size ** (k - 1), return_counts=True)  # (k-1)-grams: in how
-            # many distinct left contexts each one appears
-
-    def _keys(self, ids: torch.Tensor, k: int) -> torch.Tensor:
-        """Base-V integers of every k-gram in a 1-D tensor (or of each row's last k tokens in a 2-D one)."""
-        if ids.dim() == 2:
-            ids = ids[:, ids.shape[1] - k:]
-            return (ids * self.V ** torch.arange(k - 1, -1, -1)).sum(1)
-        return sum(ids[j:len(ids) - k + 1 + j] * self.V ** (k - 1 - j) for j in range(k))
+            # order k-1: after how many distinct tokens each (k-1)-gram appears (one per distinct k-gram ending in it)
+            grams, counts = torch.unique(grams % vocab_size ** (k - 1), return_counts=True)
 
     @staticmethod
-    def _lookup(keys: torch.Tensor, table: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-        """values[i] where table[i] == key, else 0 (table sorted)."""
+    def _lookup(keys: torch.Tensor, table: torch.Tensor, *values: torch.Tensor) -> list:
+        """For each of `values`: values[i] where table[i] == key, else 0, as float64 (table sorted)."""
         i = torch.searchsorted(table, keys).clamp(max=len(table) - 1)
-        return torch.where(table[i] == keys, values[i], 0)
+        hit = table[i] == keys
+        return [torch.where(hit, v[i], 0).double() for v in values]
 
     def log_prob(self, context: torch.Tensor, nxt: torch.Tensor) -> torch.Tensor:
         """log P(nxt | context): context (B, n-1) ids, nxt (B,) ids -> (B,) natural logs (float64)."""
@@ -206,10 +223,9 @@ class KneserNey:
         seq = torch.cat([context.long(), nxt.long()[:, None]], dim=1)
         p = torch.full((len(nxt),), 1.0 / self.V, dtype=torch.float64)
         for k, (grams, counts, ctx, total, types) in enumerate(self.tables, start=1):
-            key = self._keys(seq, k)
-            c = self._lookup(key, grams, counts).double()
-            tot = self._lookup(key // self.V, ctx, total).double()
-            typ = self._lookup(key // self.V, ctx, types).double()
+            key = _gram_keys(seq, k, self.V)
+            c, = self._lookup(key, grams, counts)
+            tot, typ = self._lookup(key // self.V, ctx, total, types)
             seen = (c - self.D).clamp(min=0) + self.D * typ * p
             p = torch.where(tot > 0, seen / tot.clamp(min=1), p)
         return p.log()
@@ -260,11 +276,81 @@ def strongest_count_model(train_ids: torch.Tensor, val_ids: torch.Tensor, vocab_
         raise ValueError(f"orders and discounts must each hold at least one value, got {orders} and {discounts}")
     for n in orders:
         positive_int(n=n)
+    for d in discounts:
+        positive_number(discount=d)
+        probability(discount=d)   # 0 < D < 1
     cut = len(train_ids) * 9 // 10
     fit_ids, dev_ids = train_ids[:cut], train_ids[cut:]
-    dev = {(n, d): kneser_ney_bits(kneser_ney(fit_ids, vocab_size, n, d), dev_ids) for n in orders for d in discounts}
+    dev = {}
+    for n in orders:
+        counted = kneser_ney(fit_ids, vocab_size, n, discounts[0])       # the counts do not depend on D
+        for d in discounts:
+            counted.D = float(d)
+            dev[(n, d)] = kneser_ney_bits(counted, dev_ids)
     n, d = min(dev, key=dev.get)
     model = kneser_ney(train_ids, vocab_size, n, d)
     params = sum(int(counts.numel()) + int(total.numel()) for _, counts, _, total, _ in model.tables)
     return {"name": f"Kneser-Ney {n}-gram (counts, D={d:g})", "n": n, "discount": d, "dev_bits": dev[(n, d)],
             "bits": kneser_ney_bits(model, val_ids), "model": model, "params": params}
+
+
+def longest_seen_context(train_ids: torch.Tensor, val_ids: torch.Tensor, vocab_size: int, max_len: int) -> torch.Tensor:
+    """How much of its context a table has seen: for each position t >= max_len of `val_ids`, the largest
+    L <= max_len such that the L tokens before t occur in `train_ids` followed by some token (so a table has a row for
+    them). (len(val_ids) - max_len,) ints in [0, max_len]. A seen context's suffixes are seen too, so L is the number of
+    lengths 1..max_len whose context was seen."""
+    tensor_dims(train_ids, 1, "train_ids")
+    tensor_dims(val_ids, 1, "val_ids")
+    positive_int(vocab_size=vocab_size, max_len=max_len)
+    token_ids(train_ids, vocab_size, "train_ids")
+    token_ids(val_ids, vocab_size, "val_ids")
+    if len(val_ids) <= max_len or len(train_ids) <= max_len:
+        raise ValueError(f"train_ids and val_ids must each hold more than max_len = {max_len} tokens, got "
+                         f"{len(train_ids)} and {len(val_ids)}")
+    if vocab_size ** max_len >= 2 ** 62:
+        raise ValueError(f"vocab_size ** max_len must stay below 2**62, got {vocab_size}**{max_len}")
+    train_ids, val_ids = train_ids.long(), val_ids.long()
+    longest = torch.zeros(len(val_ids) - max_len, dtype=torch.long)
+    for L in range(1, max_len + 1):
+        seen = torch.unique(_gram_keys(train_ids[:-1], L, vocab_size))       # contexts followed by a token
+        ctx = _gram_keys(val_ids[max_len - L:-1], L, vocab_size)            # the L tokens before each position
+        i = torch.searchsorted(seen, ctx).clamp(max=len(seen) - 1)
+        longest += seen[i] == ctx
+    return longest
+
+
+def jelinek_mercer_prob(tables: Dict[int, tuple], context: Sequence, token, vocab_size: int, lam: float) -> float:
+    """P(token | context) interpolated over orders 1..n (Jelinek & Mercer 1980), one weight `lam` for every order.
+
+    tables[k] = ngram_counts(train, k) for k = 1..n. With P_0 = 1/V and h the last k-1 tokens of the context:
+        P_k(w | h) = lam * c(h w) / c(h) + (1 - lam) * P_{k-1}(w),   or P_{k-1}(w) when c(h) = 0 (h never seen).
+    """
+    positive_int(vocab_size=vocab_size)
+    probability(closed=True, lam=lam)
+    orders = sorted(tables)
+    if orders != list(range(1, len(orders) + 1)):
+        raise ValueError(f"tables must hold the orders 1..n (from ngram_counts), got orders {orders}")
+    context, p = tuple(context), 1.0 / vocab_size
+    for k in orders:
+        grams, contexts = tables[k]
+        h = context[len(context) - (k - 1):] if k > 1 else ()
+        if contexts.get(h, 0) > 0:
+            p = lam * grams.get(h + (token,), 0) / contexts[h] + (1 - lam) * p
+    return p
+
+
+def check_jelinek_mercer(fn) -> bool:
+    """Self-check for the Chapter 1 exercise: fn(tables, context, token, V, lam) -> P(token | context)."""
+    tables = {k: ngram_counts("abracadabra", k) for k in (1, 2, 3)}
+    cases = [(("a", "b"), "r", 0.5), (("c", "a"), "d", 0.8), (("z", "b"), "r", 0.5), (("z", "z"), "a", 0.3),
+             (("a", "b"), "q", 0.9)]
+    for context, token, lam in cases:
+        want = jelinek_mercer_prob(tables, context, token, 6, lam)
+        got = fn(tables, context, token, 6, lam)
+        got = got.item() if isinstance(got, torch.Tensor) else got
+        if not isinstance(got, (int, float)) or abs(got - want) > 1e-9:
+            raise AssertionError(f"for context {context}, token {token!r}, lam={lam}: expected {want:.6f}, "
+                                 f"got {got!r}. Hint: start from 1/V, then for k = 1..n mix lam * c(h w)/c(h) with "
+                                 "(1 - lam) times the order below, skipping an order whose context h was never seen.")
+    print("Correct: your Jelinek-Mercer probability matches the reference on every case.")
+    return True

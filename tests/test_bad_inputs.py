@@ -225,7 +225,7 @@ _WRONG_ANSWERS = textwrap.dedent("""
     from book.generate import check_top_p
     from book.exercises import check_kv_cache_bytes
     from book.exercises import check_multi_head, check_rms_norm
-    from book.ngram import check_ngram_log_prob
+    from book.ngram import check_jelinek_mercer, check_ngram_log_prob
     from book.objectives import check_mask_tokens, mask_tokens
     from book.positional import check_rotate_half, check_shift_matrix
     from book.rnn import check_lstm_step
@@ -242,6 +242,7 @@ _WRONG_ANSWERS = textwrap.dedent("""
         "check_top_p": (check_top_p, lambda logits, p: logits),
         "check_kv_cache_bytes": (check_kv_cache_bytes, lambda *args: 0),
         "check_ngram_log_prob": (check_ngram_log_prob, lambda *args: 0.0),
+        "check_jelinek_mercer": (check_jelinek_mercer, lambda tables, context, token, V, lam: 1 / V),  # no counts
         "check_shift_matrix": (check_shift_matrix, lambda k, d: torch.eye(d)),
         "check_rotate_half": (check_rotate_half, lambda x, offset: x),            # no rotation at all
         "check_lstm_step": (check_lstm_step, lambda x, h, c, *weights: (h, c)),

@@ -132,6 +132,14 @@ def test_chapter1_scratch_cells_agree_with_package():
     model.logits.weight.data.copy_(W)
     logits = model(ids[:-1].unsqueeze(0))
     torch.testing.assert_close(torch.nn.functional.cross_entropy(logits[0], ids[1:]), ns["full_loss"](W, ids))
+    # the scratch Kneser-Ney gives the package's probabilities, for seen and unseen contexts alike
+    for n in (1, 3, 4):
+        scratch, package = ns["kneser_ney_scratch"](ids.tolist(), 7, n, 0.8), ngram.kneser_ney(ids, 7, n, 0.8)
+        contexts = torch.randint(0, 7, (30, n - 1), generator=g)
+        nxt = torch.randint(0, 7, (30,), generator=g)
+        want = package(contexts, nxt).exp()
+        got = torch.tensor([scratch(c.tolist(), w.item()) for c, w in zip(contexts, nxt)], dtype=torch.float64)
+        torch.testing.assert_close(got, want)
 
 
 # ---- the portable-check convention (CONTRIBUTING.md, "Notebook checks") -----------------------
