@@ -266,6 +266,7 @@ _WRONG_ANSWERS = textwrap.dedent("""
     if accepted:
         sys.exit(f"accepted wrong answers under -O: {accepted}")
     print(f"all {len(wrong)} checkers rejected their wrong answer")
+    print("checkers: " + " ".join(sorted(wrong)))
 """)
 
 
@@ -274,7 +275,18 @@ def test_checkers_reject_wrong_answers_under_python_O():
     res = subprocess.run([sys.executable, "-O", "-c", _WRONG_ANSWERS], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "all 14 checkers rejected their wrong answer" in res.stdout
+    import importlib
+    import pkgutil
+
+    import book
+    every = set()
+    for info in pkgutil.iter_modules(book.__path__):
+        mod = importlib.import_module(f"book.{info.name}")
+        every |= {n for n, f in vars(mod).items() if n.startswith("check_") and callable(f)
+                  and getattr(f, "__module__", "") == mod.__name__ and n != "check_shape"}   # check_shape: a validator
+    listed = res.stdout.split("checkers: ")[1].split()
+    assert sorted(set(every) - set(listed)) == [], "an exercise checker has no wrong answer in _WRONG_ANSWERS"
+    assert f"all {len(listed)} checkers rejected their wrong answer" in res.stdout
     assert "rejected check_lstm_step: c' differs" in res.stdout
     assert "rejected check_general_score: shape is right but values differ" in res.stdout
 
