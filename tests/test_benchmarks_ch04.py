@@ -4,6 +4,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from book.results import provenance, read_rows
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -27,3 +31,21 @@ def test_recall_models_quick_run_trains_every_model():
     assert set(last) == {f"{m}_{f}" for m in ("rnn", "lstm", "attention") for f in ("lr", "far")}
     assert all(0 <= float(last[f"{m}_far"]) <= 1 for m in ("rnn", "lstm", "attention"))
 
+
+@pytest.mark.parametrize("name, settings", [("attention_scale", {"scaled"}), ("recall_models", {"model"})])
+def test_recorded_chapter_4_results_have_three_seeds_for_every_setting_and_rate(name, settings):
+    rows = read_rows(name)
+    prov = provenance(name)
+    assert len(prov["seeds"]) >= 3
+    keys = settings | {"lr"}
+    groups = {}
+    for r in rows:
+        groups.setdefault(tuple(r[k] for k in sorted(keys)), set()).add(r["seed"])
+    assert len(groups) >= 6 and all(len(seeds) >= 3 for seeds in groups.values())
+
+
+def test_recorded_recall_has_every_model_at_every_distance():
+    rows = read_rows("recall_models")
+    assert {r["model"] for r in rows} == {"rnn", "lstm", "attention"}
+    assert {int(r["k"]) for r in rows} == {0, 1, 2, 4, 8, 16, 32, 64, 128, 256}       # k = 0: validation
+    assert provenance("recall_models")["args"]["steps"] == 800
