@@ -39,6 +39,7 @@ __all__ = [
     "peak_cpu_memory",
     "Attention",
     "to_torch_mha",
+    "OneLayerAttention",
 ]
 
 
@@ -336,6 +337,32 @@ class Attention(nn.Module):
                 if t is not None and t.dtype != want:
                     raise TypeError(f"{name} has dtype {t.dtype} but the module's weights are {want}: "
                                     f"convert one of them (e.g. {name}.to({want}) or module.to({t.dtype}))")
+
+
+class OneLayerAttention(nn.Module):
+    """Embedding (+ the left neighbour's) -> one causal self-attention layer -> linear read-out. Chapter 4.
+
+    x (B, T) ids -> logits (B, T, vocab_size); the weights (B, T, T) stay in `self.weights`. The key at position j
+    is made from position j-1's vector (a key that says "the thing before me was ..."), the value from the token
+    itself: the architecture makes a previous-token lookup learnable. scaled=False leaves out the 1/sqrt(d) of the
+    scores (Chapter 4's experiment on the scale).
+    """
+
+    def __init__(self, vocab_size: int, d: int = 32, scaled: bool = True):
+        super().__init__()
+        positive_int(vocab_size=vocab_size, d=d)
+        self.embed, self.left_embed = nn.Embedding(vocab_size, d), nn.Embedding(vocab_size, d)
+        self.q_proj, self.k_proj, self.v_proj = (nn.Linear(d, d, bias=False) for _ in range(3))
+        self.head = nn.Linear(d, vocab_size)
+        self.q_gain = 1.0 if scaled else math.sqrt(d)   # sqrt(d) q . k / sqrt(d) = the raw dot product
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shift = lambda t: F.pad(t, (0, 0, 1, 0))[:, :-1]                # position j gets j-1's vector
+        h = self.embed(x) + shift(self.left_embed(x))                   # (B, T, d)
+        out, self.weights = scaled_dot_product_attention(
+            self.q_gain * self.q_proj(h), self.k_proj(shift(h)), self.v_proj(self.embed(x)),
+            causal_mask(x.shape[1], x.device))
+        return self.head(out)                                           # (B, T, vocab)
 
 
 def to_torch_mha(attn: nn.Module, bias: Optional[bool] = None) -> nn.MultiheadAttention:

@@ -107,12 +107,13 @@ class CharRNN(nn.Module):
         return self.from_embeddings(self.embed(x))
 
 
-def train_recall(model: CharRNN, *, steps: int, seq_len: int, n_values: int = 8, batch_size: int = 64,
+def train_recall(model: nn.Module, *, steps: int, seq_len: int, n_values: int = 8, batch_size: int = 64,
                  lr: float = 3e-3, schedule="constant", generator: Optional[torch.Generator] = None,
                  progress: bool = True) -> List[float]:
-    """Train a CharRNN on recall at random distances 1..seq_len-1 (loss on the last step only), with
+    """Train a model on recall at random distances 1..seq_len-1 (loss on the last step only), with
     book.optim.fit: Adam at a constant rate (chapter 2's tuned setting; `schedule`: any of fit's),
-    gradients clipped to 1. Returns the loss per step (nats). Chapter 2.
+    gradients clipped to 1. Returns the loss per step (nats). Chapter 2; chapter 4 trains its attention layer
+    the same way. `model` maps ids (B, T) to logits (B, T, V): a CharRNN, or any such model.
     """
     positive_int(steps=steps)
     device = next(model.parameters()).device
@@ -121,15 +122,16 @@ def train_recall(model: CharRNN, *, steps: int, seq_len: int, n_values: int = 8,
         x, y, _ = recall_batch(batch_size, seq_len, n_values, generator=generator)
         return x.to(device), y.to(device)
 
+    name = getattr(model, "kind", type(model).__name__)
     hist = fit(model, batch, loss_fn=lambda m, b: F.cross_entropy(m(b[0])[:, -1], b[1]),
                optimizer=build_optimizer(model, "adam", lr=lr), steps=steps,
-               schedule=schedule, grad_clip=1.0, progress=progress, desc=f"recall {model.kind}")
+               schedule=schedule, grad_clip=1.0, progress=progress, desc=f"recall {name}")
     model.eval()
     return hist.train_loss
 
 
 @torch.no_grad()
-def recall_accuracy(model: CharRNN, seq_len: int, distances: Sequence[int], n_values: int = 8,
+def recall_accuracy(model: nn.Module, seq_len: int, distances: Sequence[int], n_values: int = 8,
                     n: int = 512, generator: Optional[torch.Generator] = None) -> Dict[int, float]:
     """{k: accuracy} of recalling the value k steps back, on n fresh sequences per k. Chapter 2."""
     device = next(model.parameters()).device

@@ -448,3 +448,25 @@ def test_only_a_callers_mask_is_checked_for_empty_rows(monkeypatch):
     assert calls == []
     m(x, causal=True, mask=torch.ones(B, 1, 1, TQ, dtype=torch.bool))
     assert calls == [(TQ, TQ)]
+
+
+def test_one_layer_attention_keys_look_one_token_back_and_unscaled_drops_only_the_sqrt_d():
+    from book.attention import OneLayerAttention
+    x = torch.randint(0, 7, (2, 6), generator=torch.Generator().manual_seed(0))
+    torch.manual_seed(1)
+    scaled = OneLayerAttention(7, d=16)
+    torch.manual_seed(1)
+    raw = OneLayerAttention(7, d=16, scaled=False)           # the same weights, no 1/sqrt(d)
+    out = scaled(x)
+    assert out.shape == (2, 6, 7) and scaled.weights.shape == (2, 6, 6)
+    assert (scaled.weights[:, ~causal_mask(6)] == 0).all()
+    with torch.no_grad():
+        shift = lambda t: F.pad(t, (0, 0, 1, 0))[:, :-1]
+        h = scaled.embed(x) + shift(scaled.left_embed(x))
+        scores = scaled.q_proj(h) @ scaled.k_proj(shift(h)).transpose(1, 2)   # the key at j is made from h[j-1]
+        want = scores.masked_fill(~causal_mask(6), float("-inf"))
+        raw(x)
+    torch.testing.assert_close(scaled.weights, (want / 4).softmax(-1))
+    torch.testing.assert_close(raw.weights, want.softmax(-1))
+    with pytest.raises(ValueError, match="d"):
+        OneLayerAttention(7, d=0)

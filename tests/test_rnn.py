@@ -127,3 +127,14 @@ def test_bad_arguments():
         CharRNN(5)(torch.zeros(2, 3, 4, dtype=torch.long))
     with pytest.raises(ValueError, match="steps must be"):
         train_recall(CharRNN(5), steps=0, seq_len=4)
+
+
+def test_recall_training_takes_any_model_that_maps_ids_to_logits():
+    from book.attention import OneLayerAttention       # chapter 4 trains its attention layer on the same rule
+    torch.manual_seed(4)
+    model = OneLayerAttention(5, d=16)
+    hist = train_recall(model, steps=150, seq_len=6, n_values=4, batch_size=32, lr=1e-2,
+                        generator=torch.Generator().manual_seed(0), progress=False)
+    assert len(hist) == 150 and not model.training
+    acc = recall_accuracy(model, 6, [1, 3, 5], n_values=4, n=64, generator=torch.Generator().manual_seed(1))
+    assert min(acc.values()) > 0.5                     # far above chance (0.25)
