@@ -31,8 +31,7 @@ def test_recall_curriculum_quick_run():
 
 def test_seq2seq_bottleneck_quick_run():
     stdout, fields = _quick("seq2seq_bottleneck.py")
-    assert set(fields) == {"chapter_long_exact_max", "2x_sizes_long_exact_max", "4x_steps_long_exact_max",
-                           "attention_long_exact_max"}
+    assert set(fields) == {"chapter_long_exact_max", "2x_sizes_long_exact_max", "4x_steps_long_exact_max"}
     assert all(0 <= float(v) <= 1 for v in fields.values())
     assert "without AND" in stdout
 
