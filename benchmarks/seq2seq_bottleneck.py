@@ -11,7 +11,8 @@ cosine decay, batches of 64, chapter 2's setting, no sweep for any of them), onc
   "2x sizes": every size doubled (a summary of 256 numbers, a 192-unit decoder), 500 steps;
   "4x steps": the chapter's sizes, 2,000 steps (the cosine stretched over them);
 and, on request (--configs ... attention), "attention": the chapter's sizes plus chapter 3's additive attention,
-500 steps (chapter 3 measures that one). Every model is tested on the chapter's held-out sentences (200 per length bucket).
+500 steps (chapter 3 measures that one). Every model is tested on the chapter's held-out sentences (200 per
+length bucket).
 
 Writes book/results/seq2seq_bottleneck.csv: config, seed, lo, hi, exact, token, token_no_and (token accuracy
 without the target's AND tokens, whose place the grammar fixes), final_loss (mean of the last 50 steps, nats/token),
