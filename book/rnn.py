@@ -13,12 +13,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .checks import positive_int
+from .checks import non_negative_int, positive_int, probability
 from .optim import build_optimizer, fit
-from .tasks import recall_batch
+from .tasks import recall_batch, recall_many_batch
 
-__all__ = ["RNNCell", "RNN", "CharRNN", "train_recall", "recall_accuracy", "input_gradients",
-           "gradient_by_distance", "check_lstm_step"]
+__all__ = ["RNNCell", "RNN", "CharRNN", "train_recall", "recall_accuracy", "curriculum_max_distance",
+           "train_recall_many", "recall_many_accuracy", "input_gradients", "gradient_by_distance", "check_lstm_step"]
 
 _CELLS = {"rnn": nn.RNN, "lstm": nn.LSTM, "gru": nn.GRU}
 
@@ -107,19 +107,36 @@ class CharRNN(nn.Module):
         return self.from_embeddings(self.embed(x))
 
 
+def curriculum_max_distance(step: int, steps: int, seq_len: int, ramp: float = 0.5) -> int:
+    """The longest recall distance asked at `step` of a short-k curriculum: it grows linearly from 2 at step 0 to
+    seq_len - 1 at ramp * steps, and stays there. Chapter 2."""
+    non_negative_int(step=step)
+    positive_int(steps=steps, seq_len=seq_len)
+    probability(ramp=ramp)
+    if seq_len < 3:
+        raise ValueError(f"a curriculum needs seq_len >= 3, got {seq_len}")
+    frac = 1.0 if ramp == 0 else min(1.0, step / (ramp * steps))
+    return round(2 + frac * (seq_len - 3))
+
+
 def train_recall(model: nn.Module, *, steps: int, seq_len: int, n_values: int = 8, batch_size: int = 64,
-                 lr: float = 3e-3, schedule="constant", generator: Optional[torch.Generator] = None,
-                 progress: bool = True) -> List[float]:
+                 lr: float = 3e-3, schedule="constant", curriculum: bool = False,
+                 generator: Optional[torch.Generator] = None, progress: bool = True) -> List[float]:
     """Train a model on recall at random distances 1..seq_len-1 (loss on the last step only), with
     book.optim.fit: Adam at a constant rate (chapter 2's tuned setting; `schedule`: any of fit's),
-    gradients clipped to 1. Returns the loss per step (nats). Chapter 2; chapter 4 trains its attention layer
-    the same way. `model` maps ids (B, T) to logits (B, T, V): a CharRNN, or any such model.
+    gradients clipped to 1. `model` maps ids (B, T) to logits (B, T, V): a CharRNN, or any such model (chapter 4
+    trains its attention layer the same way). curriculum=True: short distances first, the longest distance asked
+    growing as `curriculum_max_distance` says (from 2 to seq_len - 1 over the first half of the steps). Returns
+    the loss per step (nats). Chapter 2.
     """
     positive_int(steps=steps)
     device = next(model.parameters()).device
+    step = [0]
 
     def batch():
-        x, y, _ = recall_batch(batch_size, seq_len, n_values, generator=generator)
+        longest = curriculum_max_distance(step[0], steps, seq_len) if curriculum else None
+        step[0] += 1
+        x, y, _ = recall_batch(batch_size, seq_len, n_values, generator=generator, max_distance=longest)
         return x.to(device), y.to(device)
 
     name = getattr(model, "kind", type(model).__name__)
@@ -128,6 +145,40 @@ def train_recall(model: nn.Module, *, steps: int, seq_len: int, n_values: int = 
                schedule=schedule, grad_clip=1.0, progress=progress, desc=f"recall {name}")
     model.eval()
     return hist.train_loss
+
+
+def train_recall_many(model: CharRNN, *, steps: int, n_digits: int, delay: int, n_values: int = 8,
+                      batch_size: int = 64, lr: float = 3e-3, generator: Optional[torch.Generator] = None,
+                      progress: bool = True) -> List[float]:
+    """Train a CharRNN (vocab_size n_values + 2) to recall n_digits values at once after `delay` filler steps
+    (book.tasks.recall_many_batch; the loss on the last n_digits positions), as train_recall trains: Adam at a
+    constant lr, gradients clipped to 1. Returns the loss per step (nats per value). Chapter 2.
+    """
+    positive_int(steps=steps, n_digits=n_digits)
+    device = next(model.parameters()).device
+
+    def batch():
+        x, y = recall_many_batch(batch_size, n_digits, delay, n_values, generator=generator)
+        return x.to(device), y.to(device)
+
+    def loss_fn(m, b):
+        return F.cross_entropy(m(b[0])[:, -n_digits:].flatten(0, 1), b[1].flatten())
+
+    hist = fit(model, batch, loss_fn=loss_fn, optimizer=build_optimizer(model, "adam", lr=lr), steps=steps,
+               schedule="constant", grad_clip=1.0, progress=progress, desc=f"recall {n_digits} {model.kind}")
+    model.eval()
+    return hist.train_loss
+
+
+@torch.no_grad()
+def recall_many_accuracy(model: CharRNN, n_digits: int, delay: int, n_values: int = 8, n: int = 512,
+                         generator: Optional[torch.Generator] = None) -> List[float]:
+    """Accuracy at each of the n_digits queries (the i-th value asked for), on n fresh sequences. Chapter 2."""
+    positive_int(n=n)
+    device = next(model.parameters()).device
+    x, y = recall_many_batch(n, n_digits, delay, n_values, generator=generator)
+    pred = model(x.to(device))[:, -n_digits:].argmax(-1).cpu()
+    return (pred == y).float().mean(0).tolist()
 
 
 @torch.no_grad()

@@ -3,6 +3,7 @@
 - `ToyTranslation`: a seeded "translation" between two small token languages with real reordering
   (the noun moves to the front of its phrase, the verb to the end of its clause). Chapters 2, 3, 8.
 - `recall_batch`: recall the token that followed a marker k steps ago. Chapter 2.
+- `recall_many_batch`: recall n tokens at once, after k filler steps: where a fixed-size state runs out. Chapter 2.
 - `needle_batch`: name the one value token among fillers, k steps before the end. Chapter 10.
 - `bites_batch`: "dog bites man" vs "man bites dog": who bites? Needs word order. Chapter 5.
 
@@ -18,10 +19,11 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 
-from .checks import non_negative_int, optional_positive_int, positive_int, probability
+from .checks import non_negative_int, optional_positive_int, positive_int, probability, tensor_dims
 
 __all__ = ["PAD", "BOS", "EOS", "SPECIALS", "LENGTH_BUCKETS", "TranslationBatch", "ToyTranslation",
-           "sequence_accuracy", "evaluate_translation", "recall_batch", "needle_batch",
+           "sequence_accuracy", "position_accuracy", "evaluate_translation", "recall_batch", "recall_many_batch",
+           "needle_batch",
            "BITES_VOCAB", "bites_batch"]
 
 PAD, BOS, EOS = 0, 1, 2
@@ -256,18 +258,41 @@ class ToyTranslation:
         return out
 
 
-def sequence_accuracy(pred: torch.Tensor, target: torch.Tensor) -> Tuple[float, float]:
-    """(exact-match, token) accuracy of predicted ids (B, T') against targets (B, T), both ending in
-    EOS then PAD. A sequence is exact only if every token up to and including EOS matches."""
+def _aligned(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """pred (B, T') cut or PAD-padded to target's (B, T)."""
     B, T = target.shape
     if pred.shape[0] != B:
         raise ValueError(f"pred and target need the same batch size, got {pred.shape[0]} and {B}")
     if pred.shape[1] < T:
         pred = torch.cat([pred, torch.full((B, T - pred.shape[1]), PAD, dtype=pred.dtype)], 1)
+    return pred[:, :T]
+
+
+def sequence_accuracy(pred: torch.Tensor, target: torch.Tensor) -> Tuple[float, float]:
+    """(exact-match, token) accuracy of predicted ids (B, T') against targets (B, T), both ending in
+    EOS then PAD. A sequence is exact only if every token up to and including EOS matches."""
+    pred = _aligned(pred, target)
     real = target != PAD
-    match = (pred[:, :T] == target) & real
+    match = (pred == target) & real
     exact = (match | ~real).all(1).float().mean().item()
     return exact, (match.sum() / real.sum()).item()
+
+
+def position_accuracy(pred: torch.Tensor, target: torch.Tensor, skip: Sequence[int] = ()) -> Tuple[torch.Tensor,
+                                                                                                  torch.Tensor]:
+    """Accuracy at every target position: pred (B, T') against target (B, T) (ending in EOS then PAD) ->
+    (accuracy (T,), count (T,)), over the rows whose target there is real (not PAD) and not one of the ids
+    in `skip` (e.g. a token whose place the grammar fixes); a position with count 0 has accuracy nan. Chapter 2.
+    """
+    tensor_dims(pred, 2, "pred")
+    tensor_dims(target, 2, "target")
+    pred = _aligned(pred, target)
+    keep = target != PAD
+    for i in skip:
+        keep &= target != i
+    count = keep.sum(0)
+    right = ((pred == target) & keep).sum(0)
+    return right / count.clamp(min=1) + torch.where(count == 0, float("nan"), 0.0), count
 
 
 def evaluate_translation(decode: Callable[[torch.Tensor, int], torch.Tensor],
@@ -286,26 +311,53 @@ def evaluate_translation(decode: Callable[[torch.Tensor, int], torch.Tensor],
 
 
 def recall_batch(batch_size: int, seq_len: int, n_values: int = 8,
-                 distance: Optional[int] = None, generator: Optional[torch.Generator] = None):
+                 distance: Optional[int] = None, generator: Optional[torch.Generator] = None,
+                 max_distance: Optional[int] = None):
     """Recall at distance k. Chapter 2.
 
     Random value tokens (0..n_values-1) with one marker token (id n_values) somewhere; the answer is
     the value right after the marker, which sits k = distance steps before the end (k = 1: last token).
-    Returns x (B, T) ids, y (B,) answers, k (B,) distances; k is uniform in 1..T-1 unless given.
+    Returns x (B, T) ids, y (B,) answers, k (B,) distances; k is uniform in 1..max_distance (default T-1)
+    unless `distance` is given.
     """
     positive_int(batch_size=batch_size, seq_len=seq_len, n_values=n_values)
     if seq_len < 2 or n_values < 2:
         raise ValueError(f"need seq_len >= 2 and n_values >= 2, got seq_len={seq_len}, n_values={n_values}")
     if distance is not None and optional_positive_int(distance=distance) > seq_len - 1:
         raise ValueError(f"distance must be in 1..{seq_len - 1}, got {distance}")
+    if max_distance is not None and (optional_positive_int(max_distance=max_distance) > seq_len - 1
+                                     or distance is not None):
+        raise ValueError(f"max_distance must be in 1..{seq_len - 1} and not given with distance, got "
+                         f"max_distance={max_distance}, distance={distance}")
     x = torch.randint(0, n_values, (batch_size, seq_len), generator=generator)
     if distance is None:
-        k = torch.randint(1, seq_len, (batch_size,), generator=generator)
+        k = torch.randint(1, (max_distance or seq_len - 1) + 1, (batch_size,), generator=generator)
     else:
         k = torch.full((batch_size,), distance)
     rows = torch.arange(batch_size)
     x[rows, seq_len - k - 1] = n_values
     return x, x[rows, seq_len - k], k
+
+
+def recall_many_batch(batch_size: int, n_digits: int, delay: int, n_values: int = 8,
+                      generator: Optional[torch.Generator] = None):
+    """Recall n values at once: the test of a fixed-size state's capacity. Chapter 2.
+
+    Each row reads a marker (id n_values), then `n_digits` random values (0..n_values-1), then `delay` random
+    filler values, then `n_digits` query tokens (id n_values + 1); at the i-th query the answer is the i-th value.
+    So every value waits n_digits + delay steps before it is asked for, whatever n_digits is, and the state must
+    hold all n_digits of them at once while it reads the filler. Vocabulary: n_values + 2 ids.
+    Returns x (B, 1 + 2 n_digits + delay) ids and y (B, n_digits): the answers at the last n_digits positions.
+    """
+    positive_int(batch_size=batch_size, n_digits=n_digits, n_values=n_values)
+    non_negative_int(delay=delay)
+    if n_values < 2:
+        raise ValueError(f"need n_values >= 2, got {n_values}")
+    y = torch.randint(0, n_values, (batch_size, n_digits), generator=generator)
+    filler = torch.randint(0, n_values, (batch_size, delay), generator=generator)
+    marker = torch.full((batch_size, 1), n_values)
+    queries = torch.full((batch_size, n_digits), n_values + 1)
+    return torch.cat([marker, y, filler, queries], 1), y
 
 
 def needle_batch(batch_size: int, seq_len: int, n_values: int = 8,

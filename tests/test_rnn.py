@@ -4,7 +4,8 @@ import torch
 import torch.nn as nn
 
 from book.rnn import (RNN, CharRNN, RNNCell, check_lstm_step, gradient_by_distance, input_gradients,
-                      recall_accuracy, train_recall)
+                      recall_accuracy, train_recall, curriculum_max_distance, train_recall_many,
+                      recall_many_accuracy)
 
 B, T, D, H = 2, 5, 3, 4     # all distinct
 
@@ -64,6 +65,45 @@ def test_recall_training_and_accuracy():
     acc = recall_accuracy(model, 4, [1, 2, 3], n_values=4, n=64, generator=torch.Generator().manual_seed(1))
     assert set(acc) == {1, 2, 3} and all(0 <= a <= 1 for a in acc.values())
     assert min(acc.values()) > 0.5                     # far above chance (0.25) at these short distances
+
+
+def test_curriculum_grows_the_longest_distance_from_2_to_the_full_range():
+    ks = [curriculum_max_distance(s, 100, 65) for s in range(100)]
+    assert ks[0] == 2 and ks[50] == ks[-1] == 64 and ks == sorted(ks)
+    assert curriculum_max_distance(0, 10, 65, ramp=0) == 64
+    with pytest.raises(ValueError, match="seq_len >= 3"):
+        curriculum_max_distance(0, 10, 2)
+    with pytest.raises(ValueError, match="ramp"):
+        curriculum_max_distance(0, 10, 9, ramp=1.5)
+
+
+def test_curriculum_training_asks_short_distances_first(monkeypatch):
+    import book.rnn as rnn
+    asked = []
+    real = rnn.recall_batch
+
+    def spy(*args, **kwargs):
+        asked.append(kwargs.get("max_distance"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(rnn, "recall_batch", spy)
+    train_recall(CharRNN(9, 4, 4, "rnn"), steps=10, seq_len=21, batch_size=2, curriculum=True, progress=False)
+    assert asked[0] == 2 and asked[-1] == 20 and asked == sorted(asked)
+    asked.clear()
+    train_recall(CharRNN(9, 4, 4, "rnn"), steps=3, seq_len=21, batch_size=2, progress=False)
+    assert asked == [None] * 3                               # uniform: no limit
+
+
+def test_recall_many_training_and_accuracy():
+    torch.manual_seed(4)
+    model = CharRNN(6, 8, 32, "lstm")
+    hist = train_recall_many(model, steps=200, n_digits=2, delay=1, n_values=4, batch_size=32, lr=1e-2,
+                             generator=torch.Generator().manual_seed(0), progress=False)
+    assert len(hist) == 200 and not model.training and hist[-1] < hist[0]
+    acc = recall_many_accuracy(model, 2, 1, n_values=4, n=128, generator=torch.Generator().manual_seed(1))
+    assert len(acc) == 2 and min(acc) > 0.6                 # far above chance (0.25)
+    with pytest.raises(ValueError, match="n must be a positive int"):
+        recall_many_accuracy(model, 2, 1, n=0)
 
 
 def test_gradient_by_distance_is_zero_without_recurrence():

@@ -6,7 +6,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from book.tasks import (BOS, EOS, PAD, ToyTranslation, bites_batch, evaluate_translation, recall_batch,
+from book.tasks import (BOS, EOS, PAD, ToyTranslation, bites_batch, evaluate_translation, position_accuracy,
+                        recall_batch, recall_many_batch,
                         sequence_accuracy)
 
 TASK = ToyTranslation()
@@ -110,7 +111,51 @@ def test_recall_batch_puts_the_answer_after_the_marker():
     assert (x[:, 0] == 8).all() and (k == 9).all() and torch.equal(y, x[:, 1])
 
 
+def test_recall_batch_max_distance_limits_k_and_keeps_the_default_draws():
+    x, y, k = recall_batch(256, 20, generator=torch.Generator().manual_seed(0), max_distance=3)
+    assert set(k.tolist()) == {1, 2, 3}
+    rows = torch.arange(256)
+    assert (x[rows, 20 - k - 1] == 8).all() and torch.equal(y, x[rows, 20 - k])
+    a = recall_batch(8, 20, generator=torch.Generator().manual_seed(1))
+    b = recall_batch(8, 20, generator=torch.Generator().manual_seed(1), max_distance=19)   # the default, explicitly
+    assert all(torch.equal(u, v) for u, v in zip(a, b))
+
+
+def test_recall_many_batch_layout():
+    x, y = recall_many_batch(5, 3, 4, n_values=6, generator=torch.Generator().manual_seed(0))
+    assert x.shape == (5, 1 + 3 + 4 + 3) and y.shape == (5, 3)
+    assert (x[:, 0] == 6).all() and torch.equal(x[:, 1:4], y) and (x[:, -3:] == 7).all()
+    assert (x[:, 1:-3] < 6).all()                               # values and filler, no marker or query among them
+    x0, _ = recall_many_batch(2, 1, 0)
+    assert x0.shape == (2, 3)                                   # marker, the value, its query
+
+
 @pytest.mark.parametrize("kwargs, match", [
+    (dict(batch_size=2, n_digits=0, delay=3), "n_digits must be a positive int, got 0"),
+    (dict(batch_size=2, n_digits=2, delay=-1), "delay must be an int >= 0, got -1"),
+    (dict(batch_size=2, n_digits=2, delay=3, n_values=1), "n_values >= 2"),
+])
+def test_recall_many_batch_bad_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        recall_many_batch(**kwargs)
+
+
+def test_position_accuracy_counts_real_targets_and_skips_ids():
+    target = torch.tensor([[5, 6, 7, EOS], [5, 9, EOS, PAD]])
+    pred = torch.tensor([[5, 0, 7], [4, 9, EOS]])               # shorter than the target: padded
+    acc, count = position_accuracy(pred, target)
+    assert count.tolist() == [2, 2, 2, 1] and acc.tolist() == [0.5, 0.5, 1.0, 0.0]
+    acc, count = position_accuracy(pred, target, skip=[9, 6])
+    assert count.tolist() == [2, 0, 2, 1] and acc[0] == 0.5 and torch.isnan(acc[1]) and acc[2] == 1.0 and acc[3] == 0
+    with pytest.raises(ValueError, match="same batch size"):
+        position_accuracy(pred[:1], target)
+    with pytest.raises(ValueError, match="pred must be 2-D"):
+        position_accuracy(pred[0], target)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(batch_size=2, seq_len=5, max_distance=5), "max_distance must be in 1..4"),
+    (dict(batch_size=2, seq_len=5, max_distance=2, distance=1), "not given with distance"),
     (dict(batch_size=2, seq_len=1), "seq_len >= 2"),
     (dict(batch_size=2, seq_len=5, distance=5), "distance must be in 1..4"),
     (dict(batch_size=0, seq_len=5), "batch_size must be a positive int, got 0"),
