@@ -93,10 +93,10 @@ def record(name: str, rows, fields, args: argparse.Namespace, seeds, started: fl
     tables = rows if isinstance(rows, dict) else {f"{name}.csv": (fields, rows)}
     out = Path(getattr(args, "out", None) or RESULTS_DIR / f"{name}.csv")
     paths = [out] + [out.with_name(f) for f in list(tables)[1:]]
+    commit, dirty = _git_commit()          # before writing: the tables this run overwrites do not make it dirty
     for path, (fs, rs) in zip(paths, tables.values()):
         write_rows(path, fs, rs)
     script = Path(script).resolve()
-    commit, dirty = _git_commit()
     prov = {
         "name": name,
         "script": script.relative_to(ROOT).as_posix() if script.is_relative_to(ROOT) else str(script),

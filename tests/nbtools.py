@@ -210,3 +210,15 @@ def timing_checks(source: str) -> list:
         if timed or worded:
             found.append(lines[node.lineno - 1].strip())
     return found
+
+
+def quick_benchmark(script: str, *args: str):
+    """Run benchmarks/<script> --quick (a smoke run that writes nothing); return (stdout, the last line's key=value
+    fields as a dict)."""
+    import subprocess
+
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--quick", *args],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    last = out.stdout.strip().splitlines()[-1]
+    return out.stdout, dict(kv.split("=", 1) for kv in last.split() if "=" in kv)

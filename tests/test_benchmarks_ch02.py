@@ -1,36 +1,24 @@
 """Chapter 2's recorded experiments: their harnesses run end to end at a tiny scale (--quick writes nothing) and
 print the last line their docstrings promise."""
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _quick(script):
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--quick"],
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
-    return out.stdout, dict(kv.split("=") for kv in out.stdout.strip().splitlines()[-1].split())
+from nbtools import quick_benchmark
 
 
 def test_recall_capacity_quick_run():
-    stdout, fields = _quick("recall_capacity.py")
+    stdout, fields = quick_benchmark("recall_capacity.py")
     assert set(fields) == {"worst_digit_acc_8"} and 0 <= float(fields["worst_digit_acc_8"]) <= 1
     assert "| n =   1 |" in stdout and "| n =   2 |" in stdout
 
 
 def test_recall_curriculum_quick_run():
-    stdout, fields = _quick("recall_curriculum.py")
+    stdout, fields = quick_benchmark("recall_curriculum.py")
     assert set(fields) == {"rnn_uniform_k1", "rnn_curriculum_k1", "rnn_curriculum_k8"}
     assert all(0 <= float(v) <= 1 for v in fields.values())
     assert stdout.count("curriculum seed 0") == 2 and stdout.count("uniform    seed 0") == 2     # rnn and lstm
 
 
 def test_seq2seq_bottleneck_quick_run():
-    stdout, fields = _quick("seq2seq_bottleneck.py")
+    stdout, fields = quick_benchmark("seq2seq_bottleneck.py")
     assert set(fields) == {"chapter_long_exact_max", "2x_sizes_long_exact_max", "4x_steps_long_exact_max"}
     assert all(0 <= float(v) <= 1 for v in fields.values())
     assert "without AND" in stdout
