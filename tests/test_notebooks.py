@@ -184,7 +184,8 @@ def test_glued_values_declare_their_tolerance_and_are_used(path):
             names = [o.get("metadata", {}).get("scrapbook", {}).get("name") for o in cell.outputs]
             twice += [f"cell {i}: {n}" for n in sorted({n for n in names if n and (names.count(n) > 1 or n in values)})]
             values.update(glued(cell.outputs))
-    assert not twice, f"{path.stem}: glued more than once (the site build warns on each: -W fails):\n" + "\n".join(twice)
+    assert not twice, (f"{path.stem}: glued more than once (the site build warns on each: -W fails):\n"
+                       + "\n".join(twice))
     missing = [name for name, (_, spec) in values.items() if spec is None]
     exact_cells = [c for c in nb.cells
                    if c.cell_type == "code" and "nbval-ignore-output" not in c.metadata.get("tags", [])]
