@@ -15,7 +15,8 @@ import shlex
 from pathlib import Path
 from typing import Dict, List, Optional
 
-__all__ = ["RESULTS_DIR", "read_rows", "provenance", "sha256_of", "regenerate_command", "stale_reason"]
+__all__ = ["RESULTS_DIR", "read_rows", "provenance", "sha256_of", "regenerate_command", "stale_reason",
+           "budget_summary", "budget_table", "leaderboard_bpc"]
 
 # the recorded tables, shipped with the package (pyproject's package-data: results/*.csv, results/*.json)
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -23,7 +24,7 @@ RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 def _name(name) -> str:
     if not isinstance(name, str) or not name or "/" in name or "." in name:
-        raise ValueError(f"name must be a recorded result's stem such as 'lstm_vs_gpt', got {name!r}")
+        raise ValueError(f"name must be a recorded result's stem such as 'budget_leaderboard', got {name!r}")
     return name
 
 
@@ -73,3 +74,69 @@ def stale_reason(prov: dict, root: Path, results_dir: Optional[Path] = None) -> 
         if not (folder / out).is_file() or sha256_of(folder / out) != digest:
             return f"{out} is not the file {prov['script']} wrote (missing or edited by hand); {redo}"
     return None
+
+
+def _budget_label(seconds: float) -> str:
+    return f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"
+
+
+def budget_summary(rows) -> Dict[str, dict]:
+    """The multi-budget leaderboard (benchmarks/budget_leaderboard.py's rows) per model:
+    {model: {"chapter", "count" (True for a count model), "budgets": {budget_s: (mean, min, max, seeds)}}}.
+    Count models have one entry, at their counting time, with seeds 1. Sweep rows (other learning rates) are left
+    out."""
+    out: Dict[str, dict] = {}
+    for r in rows:
+        missing = {"model", "chapter", "phase", "budget_s", "val_bpc"} - set(r)
+        if missing:
+            raise ValueError("each row must hold model, chapter, phase, budget_s and val_bpc; "
+                             f"missing {sorted(missing)}")
+        if r["phase"] not in ("final", "count", "sweep"):
+            raise ValueError(f"phase must be 'final', 'count' or 'sweep', got {r['phase']!r}")
+        if r["phase"] == "sweep":
+            continue
+        m = out.setdefault(r["model"], {"chapter": int(r["chapter"]), "count": r["phase"] == "count", "budgets": {}})
+        m["budgets"].setdefault(float(r["budget_s"]), []).append(float(r["val_bpc"]))
+    for m in out.values():
+        m["budgets"] = {b: (sum(v) / len(v), min(v), max(v), len(v)) for b, v in sorted(m["budgets"].items())}
+    return out
+
+
+def budget_table(rows) -> str:
+    """A markdown table of budget_summary(rows): one column per training budget (mean bits/char and the seeds'
+    min-max), count models with their counting time; sorted by the largest budget, the best model last."""
+    summary = budget_summary(rows)
+    budgets = sorted({b for m in summary.values() if not m["count"] for b in m["budgets"]})
+    if not budgets:
+        raise ValueError("the rows hold no trained model (phase 'final')")
+    head = ["| chapter | model | " + " | ".join(_budget_label(b) for b in budgets) + " |",
+            "|---|---|" + "---|" * len(budgets)]
+
+    def key(item):
+        m = item[1]
+        return -(next(iter(m["budgets"].values()))[0] if m["count"] else m["budgets"].get(budgets[-1], (0,))[0])
+
+    lines = []
+    for name, m in sorted(summary.items(), key=key):
+        if m["count"]:
+            (secs, (mean, *_)), = m["budgets"].items()
+            cells = [f"{mean:.3f}"] * len(budgets)                     # counting takes seconds; it does not train
+            name = f"{name}, counted in {secs:.1f} s"
+        else:
+            cells = [(f"{v[0]:.3f} ({v[1]:.3f}–{v[2]:.3f}, {v[3]} seeds)" if (v := m["budgets"].get(b)) else "–")
+                     for b in budgets]
+        lines.append(f"| {m['chapter']} | {name} | " + " | ".join(cells) + " |")
+    return "\n".join(head + lines) + "\n"
+
+
+def leaderboard_bpc(name_prefix: str, runtimes: Optional[Path] = None) -> Optional[float]:
+    """Validation bits/char of the first row of the book's leaderboard whose model name starts with `name_prefix`,
+    read from the executor's record (chapters/_generated/runtimes.json; by default relative to the working directory,
+    the chapters folder when a chapter runs). None when the record or the row is not there (e.g. in Colab)."""
+    if not isinstance(name_prefix, str) or not name_prefix:
+        raise ValueError(f"name_prefix must be a non-empty string such as 'char LSTM', got {name_prefix!r}")
+    path = Path(runtimes) if runtimes is not None else Path("_generated") / "runtimes.json"
+    if not path.is_file():
+        return None
+    rows = [r for chapter in json.loads(path.read_text()).values() for r in chapter.get("leaderboard", [])]
+    return next((float(r["val_bpc"]) for r in rows if r["name"].startswith(name_prefix)), None)

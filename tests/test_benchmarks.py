@@ -12,30 +12,6 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_lstm_vs_gpt_quick_run_gives_both_equal_seconds():
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "lstm_vs_gpt.py"), "--quick"],
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
-    fields = dict(kv.split("=") for kv in out.stdout.strip().splitlines()[-1].split())
-    assert set(fields) == {"seconds", "gpt_bpc", "lstm_bpc", "gpt_steps", "lstm_steps"}
-    assert int(fields["gpt_steps"]) == 6 and int(fields["lstm_steps"]) >= 1
-    assert 0 < float(fields["gpt_bpc"]) < 8 and 0 < float(fields["lstm_bpc"]) < 8      # log2(65) = 6.0 at chance
-    clocks = re.findall(r"\| LSTM step +\d+ val [\d.]+ \(LSTM clock ([\d.]+) s\)", out.stdout)
-    starts = re.findall(r"^ +([\d.]+) s \|", out.stdout, flags=re.M)
-    assert clocks and len(clocks) == len(starts)
-    for lstm_clock, gpt_clock in zip(clocks, starts):          # the LSTM trains until it has caught up
-        assert float(lstm_clock) >= float(gpt_clock) - 0.05
-
-
-def test_recorded_lstm_vs_gpt_is_package_data_with_equal_seconds():
-    with files("book").joinpath("results/lstm_vs_gpt.csv").open() as f:
-        rows = list(csv.DictReader(f))
-    assert list(rows[0]) == ["seconds", "gpt_steps", "gpt_bpc", "lstm_steps", "lstm_bpc"]
-    secs = [float(r["seconds"]) for r in rows]
-    assert secs == sorted(secs) and len(rows) >= 20
-    assert int(rows[-1]["gpt_steps"]) == 1500                  # chapter 7's GPT recipe and schedule on the CPU
-
-
 def test_recorded_time_to_loss_has_the_fields_chapter_7_reads():
     text = files("book").joinpath("results/gpt_time_to_loss.txt").read_text()
     last = dict(kv.split("=") for kv in text.strip().splitlines()[-1].split())
@@ -54,7 +30,7 @@ def test_the_wheel_ships_the_recorded_results(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     (wheel,) = tmp_path.glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "book/results/lstm_vs_gpt.csv" in names and "book/results/gpt_time_to_loss.txt" in names
+    assert "book/results/budget_leaderboard.csv" in names and "book/results/gpt_time_to_loss.txt" in names
 
 
 def test_modern_ladder_adds_one_change_per_rung():

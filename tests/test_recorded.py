@@ -15,7 +15,6 @@ ROOT = Path(__file__).resolve().parent.parent
 # Results recorded before the benchmarks wrote provenance: no json, so nothing ties them to a script version. Each
 # leaves this list when its benchmark is run again (then its json guards it like every new result).
 KNOWN_LEGACY = {
-    "lstm_vs_gpt.csv": "recorded 2026-12-02 (eb861fb) by benchmarks/lstm_vs_gpt.py before provenance; chapter 7",
     "modern_ladder.csv": "recorded 2026-12-02 (fa52454) by benchmarks/modern_ladder.py before provenance; ch. 10",
     "modern_ladder_curves.csv": "recorded with modern_ladder.csv (fa52454), before provenance; chapter 10",
     "t5_plateau.csv": "recorded 2026-12-02 (d40a76f) by benchmarks/t5_plateau.py before provenance; chapter 9",
@@ -116,7 +115,7 @@ def test_the_readers_name_what_is_recorded(tmp_path):
         read_rows("t5", tmp_path)
     with pytest.raises(FileNotFoundError, match="recorded before provenance"):
         provenance("t5_plateau", tmp_path)
-    with pytest.raises(ValueError, match="stem such as 'lstm_vs_gpt'"):
+    with pytest.raises(ValueError, match="stem such as 'budget_leaderboard'"):
         read_rows("t5_plateau.csv")
 
 

@@ -111,6 +111,16 @@ def write_tables(runtimes: dict) -> None:
     for r in sorted(rows, key=lambda r: -r["val_bpc"]):
         lb.append(f"| {r['chapter']} | {r['name']} | {r['val_bpc']:.3f} | {r['params']:,} | {r['train_s']:.1f} |")
     (GENERATED / "leaderboard.md").write_text("\n".join(lb) + "\n")
+    write_budget_table()
+
+
+def write_budget_table() -> None:
+    """chapters/_generated/budget_leaderboard.md from the recorded multi-budget leaderboard (book/results)."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from book.results import budget_table, read_rows
+
+    (GENERATED / "budget_leaderboard.md").write_text(budget_table(read_rows("budget_leaderboard")))
 
 
 def main(argv=None) -> int:

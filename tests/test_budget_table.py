@@ -1,0 +1,53 @@
+"""The multi-budget leaderboard's table: seeds summarised as mean and min-max per budget, sweep rows left out, count
+models shown with their counting time, the best model last; and the page the intro and recap include is the table
+of the recorded result."""
+import pytest
+
+from book.results import budget_summary, budget_table
+
+ROWS = [dict(model="LSTM", chapter=2, phase="final", budget_s="15", val_bpc="2.5"),
+        dict(model="LSTM", chapter=2, phase="final", budget_s="15", val_bpc="2.6"),
+        dict(model="LSTM", chapter=2, phase="final", budget_s="60", val_bpc="2.4"),
+        dict(model="LSTM", chapter=2, phase="sweep", budget_s="60", val_bpc="9.0"),
+        dict(model="GPT", chapter=7, phase="final", budget_s="60", val_bpc="2.3"),
+        dict(model="GPT", chapter=7, phase="final", budget_s="15", val_bpc="2.7"),
+        dict(model="KN", chapter=1, phase="count", budget_s="3.14", val_bpc="2.196")]
+
+
+def test_summary_keeps_seeds_spread_and_drops_the_sweep():
+    s = budget_summary(ROWS)
+    assert s["LSTM"]["budgets"] == {15.0: (pytest.approx(2.55), 2.5, 2.6, 2), 60.0: (2.4, 2.4, 2.4, 1)}
+    assert s["KN"] == {"chapter": 1, "count": True, "budgets": {3.14: (2.196, 2.196, 2.196, 1)}}
+    assert not s["GPT"]["count"]
+
+
+def test_table_has_a_column_per_budget_and_the_best_last():
+    lines = budget_table(ROWS).splitlines()
+    assert lines[0] == "| chapter | model | 15 s | 1 min |"
+    assert [ln.split(" | ")[1] for ln in lines[2:]] == ["LSTM", "GPT", "KN, counted in 3.1 s"]
+    assert "2.550 (2.500–2.600, 2 seeds)" in lines[2] and lines[4].endswith("| 2.196 | 2.196 |")
+
+
+@pytest.mark.parametrize("rows, match", [
+    ([dict(model="A", chapter=1, phase="final", budget_s="1")], "missing \\['val_bpc'\\]"),
+    ([dict(model="A", chapter=1, phase="best", budget_s="1", val_bpc="2")], "phase must be"),
+    ([dict(model="KN", chapter=1, phase="count", budget_s="1", val_bpc="2")], "no trained model"),
+])
+def test_bad_rows_say_what_was_expected(rows, match):
+    with pytest.raises(ValueError, match=match):
+        budget_table(rows)
+
+
+def test_leaderboard_bpc_reads_the_executors_record(tmp_path):
+    import json
+
+    from book.results import leaderboard_bpc
+
+    record = tmp_path / "runtimes.json"
+    lstm = {"name": "char LSTM (128 units)", "val_bpc": 2.486}
+    record.write_text(json.dumps({"02_rnn_limits": {"leaderboard": [lstm]}, "03_x": {}}))
+    assert leaderboard_bpc("char LSTM", record) == 2.486
+    assert leaderboard_bpc("GPT", record) is None
+    assert leaderboard_bpc("char LSTM", tmp_path / "absent.json") is None      # Colab: no executor record
+    with pytest.raises(ValueError, match="non-empty string"):
+        leaderboard_bpc("", record)
