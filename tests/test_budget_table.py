@@ -51,3 +51,27 @@ def test_leaderboard_bpc_reads_the_executors_record(tmp_path):
     assert leaderboard_bpc("char LSTM", tmp_path / "absent.json") is None      # Colab: no executor record
     with pytest.raises(ValueError, match="non-empty string"):
         leaderboard_bpc("", record)
+
+
+def test_the_pages_include_the_table_of_the_recorded_result_and_its_prose_holds():
+    """intro.md and recap.md include _generated/budget_leaderboard.md and say, in words, what it shows: the LSTM
+    leads at the short budgets, the modern GPT is the best neural model at the largest, none reaches Kneser-Ney."""
+    from pathlib import Path
+
+    from book.results import read_rows
+
+    chapters = Path(__file__).resolve().parent.parent / "chapters"
+    rows = read_rows("budget_leaderboard")
+    assert (chapters / "_generated" / "budget_leaderboard.md").read_text() == budget_table(rows)
+    for page in ("intro.md", "recap.md"):
+        assert "{include} _generated/budget_leaderboard.md" in (chapters / page).read_text()
+    s = budget_summary(rows)
+    neural = {m: v["budgets"] for m, v in s.items() if not v["count"]}
+    budgets = sorted(next(iter(neural.values())))
+    assert len(budgets) >= 3 and all(v[b][3] >= 3 for v in neural.values() for b in budgets)   # >= 3 seeds
+    lstm = next(m for m in neural if m.startswith("LSTM"))
+    for b in budgets[:2]:
+        assert all(neural[lstm][b][2] < v[b][1] for m, v in neural.items() if m != lstm)
+    assert min(neural, key=lambda m: neural[m][budgets[-1]][0]).startswith("modern GPT")
+    kn = next(v for m, v in s.items() if m.startswith("Kneser-Ney"))
+    assert all(v[b][1] > next(iter(kn["budgets"].values()))[0] for v in neural.values() for b in budgets)
