@@ -28,7 +28,7 @@ from typing import Optional, Sequence, Tuple
 from matplotlib.figure import Figure
 from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch
 
-from .checks import one_of, positive_number
+from .checks import one_of, positive_int, positive_number
 from .plots import SCREEN_DPI
 
 __all__ = ["Diagram", "ROLES", "UNIT_INCH"]
@@ -101,13 +101,16 @@ class Diagram:
 
     def arrow(self, start: Sequence[float], end: Sequence[float], text: str = "", color: str = "#333333",
               curve: float = 0.0, dashed: bool = False, width: float = 1.2, text_offset=(0.0, 0.15)):
-        """An arrow from start to end (grid units); curve bends it (radians-ish, + is counter-clockwise)."""
-        self.ax.add_patch(FancyArrowPatch(tuple(start), tuple(end), arrowstyle="-|>", mutation_scale=10,
-                                          color=color, linewidth=width, linestyle="--" if dashed else "-",
-                                          connectionstyle=f"arc3,rad={curve}", shrinkA=0, shrinkB=0))
+        """An arrow from start to end (grid units); curve bends it (radians-ish, + is counter-clockwise).
+        Returns the arrow (a FancyArrowPatch), e.g. to tag it with set_gid for a test."""
+        patch = FancyArrowPatch(tuple(start), tuple(end), arrowstyle="-|>", mutation_scale=10, color=color,
+                                linewidth=width, linestyle="--" if dashed else "-",
+                                connectionstyle=f"arc3,rad={curve}", shrinkA=0, shrinkB=0)
+        self.ax.add_patch(patch)
         if text:
             mx, my = (start[0] + end[0]) / 2 + text_offset[0], (start[1] + end[1]) / 2 + text_offset[1]
             self.ax.text(mx, my, text, ha="center", va="bottom", fontsize=FONT - 1, color=color)
+        return patch
 
     def line(self, points: Sequence[Sequence[float]], color: str = "#333333", width: float = 1.2,
              dashed: bool = False):
@@ -294,6 +297,90 @@ def draw_gpt_stack():
     d.arrow((9.6 - 1.6, 5.0), (x + bw / 2, 5.0), text="read all K, V", text_offset=(0, -0.42))
     d.text(9.6, 4.05, "the new token's query q_t\nattends to every cached key;\nonly token t runs the stack",
            fontsize=8, italic=True)
+    return d.figure
+
+
+# --- chapter 8 ---
+
+MAX_DRAWN_LAYERS = 4    # more layers per stack would not fit a page; the paper's N = 6 is named in the figure
+MEMORY_ARROW = "memory-to-cross-attention"   # the gid of every arrow from the memory into a decoder layer
+
+
+def _stack_input(d: Diagram, x: float, w: float, tokens: str) -> None:
+    """Tokens, then the scaled embedding plus sinusoidal positions, at the bottom of a stack centred at x."""
+    d.box(x, 0.6, tokens, role="token", w=w, h=0.65, fontsize=8)
+    d.arrow((x, 0.93), (x, 1.37))
+    d.box(x, 1.7, "embedding × √C  +  sinusoidal positions", role="embed", w=w, h=0.65, fontsize=8)
+    d.arrow((x, 2.03), (x, 2.6))
+
+
+def draw_encoder_decoder(n_layers: int = 2) -> Figure:
+    """The encoder-decoder of Vaswani et al. (2017), with `n_layers` layers in each stack (at most 4). Chapter 8.
+
+    The encoder reads the source once; its output, the memory M (S x C), is computed once per sentence, and an
+    arrow (gid MEMORY_ARROW) carries it into the cross-attention of every decoder layer as keys and values. Each
+    attention names its mask: encoder self-attention the source padding, decoder self-attention the causal mask
+    (which also hides the target's trailing padding), cross-attention the source padding.
+
+    Example: fig = draw_encoder_decoder(2)   # a Figure; the chapter shows it, tests read its labels and arrows
+    """
+    positive_int(n_layers=n_layers)
+    if n_layers > MAX_DRAWN_LAYERS:
+        raise ValueError(f"n_layers must be at most {MAX_DRAWN_LAYERS} (a taller figure does not fit a page; the "
+                         f"paper's N = 6 is named in the figure), got {n_layers}")
+    layer_h = 3.2
+    top = 2.6 + layer_h * n_layers                      # where the last layer ends
+    d = Diagram(15.2, top + 3.0, title="The encoder–decoder: the memory is computed once and read by every "
+                                      "decoder layer")
+    xe, xm, xd, we, wd = 2.95, 7.3, 12.0, 3.9, 4.9
+    mem, att = ROLES["memory"][1], ROLES["attn"][1]
+    _stack_input(d, xe, we, "source words  $x_1 \\ldots x_S$  (all of them)")
+    _stack_input(d, xd, wd, "target so far  <bos> $y_1 \\ldots y_{t-1}$")
+    cross_y = []
+    for i in range(n_layers):
+        y0 = 2.6 + layer_h * i
+        # encoder layer: self-attention, then FFN
+        d.group(xe - 2.15, y0 + 0.15, xe + 2.15, y0 + layer_h - 0.15, role="rnn")
+        d.text(xe - 2.05, y0 + layer_h - 0.38, f"encoder layer {i + 1}", fontsize=7, ha="left",
+               color=ROLES["rnn"][1])
+        d.box(xe, y0 + 0.95, "self-attention (all words see all)\nmask: source padding", role="attn",
+              w=we, h=0.85, fontsize=7.5)
+        d.arrow((xe, y0 + 1.38), (xe, y0 + 1.95))
+        d.box(xe, y0 + 2.25, "feed-forward, per position", role="ffn", w=we, h=0.6, fontsize=8)
+        d.arrow((xe, y0 + 2.55), (xe, y0 + layer_h + (0.0 if i == n_layers - 1 else 0.52)))
+        # decoder layer: causal self-attention, cross-attention, FFN
+        d.group(xd - 2.6, y0 + 0.05, xd + 2.6, y0 + layer_h - 0.05, role="attn")
+        d.text(xd + 2.5, y0 + layer_h - 0.28, f"decoder layer {i + 1}", fontsize=7, ha="right", color=att)
+        d.box(xd, y0 + 0.55, "causal self-attention (target so far)\nmask: causal (+ target padding)",
+              role="attn", w=wd, h=0.8, fontsize=7.5)
+        d.arrow((xd, y0 + 0.95), (xd, y0 + 1.1))
+        d.box(xd, y0 + 1.5, "cross-attention (Q: decoder, K and V: M)\nmask: source padding", role="attn",
+              w=wd, h=0.8, fontsize=7.5)
+        cross_y.append(y0 + 1.5)
+        d.arrow((xd, y0 + 1.9), (xd, y0 + 2.15))
+        d.box(xd, y0 + 2.45, "feed-forward, per position", role="ffn", w=wd, h=0.55, fontsize=8)
+        d.arrow((xd, y0 + 2.73), (xd, y0 + layer_h))
+    # the encoder's end: final LayerNorm -> the memory, once
+    d.box(xe, top + 0.45, "final LayerNorm", role="norm", w=we, h=0.55, fontsize=8)
+    d.arrow((xe, top), (xe, top + 0.17))
+    mid = (cross_y[0] + cross_y[-1]) / 2
+    m_lo, m_hi = min(cross_y[0] - 0.75, mid - 1.2), max(cross_y[-1] + 0.75, mid + 1.2)
+    d.box(xm, (m_lo + m_hi) / 2, "memory M\nS × C\n\ncomputed once\nper sentence", role="memory", w=1.9,
+          h=m_hi - m_lo, fontsize=8, bold=True)
+    d.line([(xe + we / 2, top + 0.45), (xm, top + 0.45)], color=mem, width=1.6)
+    d.arrow((xm, top + 0.45), (xm, m_hi), color=mem, width=1.6)
+    for y in cross_y:                                   # one arrow per decoder layer: M as keys and values
+        d.arrow((xm + 0.95, y), (xd - wd / 2, y), text="K, V", color=mem, width=1.6,
+                text_offset=(0.0, 0.05)).set_gid(MEMORY_ARROW)
+    # the decoder's head
+    d.box(xd, top + 0.45, "final LayerNorm", role="norm", w=wd, h=0.55, fontsize=8)
+    d.arrow((xd, top), (xd, top + 0.17))
+    d.arrow((xd, top + 0.73), (xd, top + 1.05))
+    d.box(xd, top + 1.35, "linear → softmax over the target vocabulary", role="embed", w=wd, h=0.55, fontsize=8)
+    d.arrow((xd, top + 1.63), (xd, top + 1.95))
+    d.box(xd, top + 2.25, "next word  $y_t$  (fed back as the next input)", role="token", w=wd, h=0.55, fontsize=8)
+    d.text(xm, 1.15, "every sub-layer f sits in a residual:\nx ← LN(x + f(x)) in the paper (Post-Norm),\n"
+           "x ← x + f(LN(x)) in Pre-Norm;\nthe paper: N = 6 layers per stack", fontsize=7, italic=True)
     return d.figure
 
 
