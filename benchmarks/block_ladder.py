@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Chapter 6's ladder at four layers and the warmup test at six (recorded, 3 seeds each).
 
-    python benchmarks/block_ladder.py            # the recorded result (about 5 minutes on one idle thread)
+    python benchmarks/block_ladder.py            # the recorded result (about 5 minutes of one idle thread)
     python benchmarks/block_ladder.py --quick    # a smoke test of the harness, writes nothing
 
 Two experiments, each with seeds 0, 1, 2 (--seeds), on one thread:
@@ -20,10 +20,13 @@ Two experiments, each with seeds 0, 1, 2 (--seeds), on one thread:
    same for all; not tuned: a rate chosen high, where the placement of the norm should matter), --warm-steps
    steps, cosine decay; validation bits/char every --warm-steps / 10 steps.
 
-The last line: ladder:<rung>=<mean validation bits/char> warm:<run>@<lr>=<mean final bits/char>.
+--parts ladder / --parts warmup run one experiment each (block_ladder.json, block_ladder_warmup.json record them
+separately, so the two can run as two processes). The last line:
+    ladder:<rung>=<mean validation bits/char> warm:<run>@<lr>=<mean final bits/char>
 """
 from __future__ import annotations
 
+import argparse
 import time
 
 import torch
@@ -122,15 +125,15 @@ def main(argv=None) -> None:
     train, val, tok = char_corpus()
 
     lad, stream = ladder(args, train, val, tok.vocab_size) if "ladder" in args.parts else ([], [])
-    tables = {"block_ladder.csv": (FIELDS, lad),
-              "block_ladder_warmup.csv": (WARM_FIELDS, warmup(args, train, val, tok.vocab_size)
-                                          if "warmup" in args.parts else []),
-              "block_ladder_stream.csv": (STREAM_FIELDS, stream)}
+    warm = warmup(args, train, val, tok.vocab_size) if "warmup" in args.parts else []
     print(f"{time.perf_counter() - started:.0f} s", flush=True)
-    if not args.quick:
-        record("block_ladder", tables, None, args, args.seeds, started, __file__, argv)
+    if not args.quick and "ladder" in args.parts:
+        record("block_ladder", {"block_ladder.csv": (FIELDS, lad), "block_ladder_stream.csv": (STREAM_FIELDS, stream)},
+               None, args, args.seeds, started, __file__, argv)
+    if not args.quick and "warmup" in args.parts:       # its own provenance: the parts may run as two processes
+        out = argparse.Namespace(**{**vars(args), "out": args.out.with_name("block_ladder_warmup.csv")})
+        record("block_ladder_warmup", warm, WARM_FIELDS, out, args.seeds, started, __file__, argv)
     mean = lambda v: sum(v) / max(1, len(v))
-    warm = tables["block_ladder_warmup.csv"][1]
     last_warm = max((r["step"] for r in warm), default=0)
     print(" ".join(
         [f"ladder:{k.replace(' ', '_')}={mean([r['val_bpc'] for r in lad if r['rung'] == k]):.3f}"
