@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Chapter 6's ladder at four layers and the warmup test at six (recorded, 3 seeds each).
 
-    python benchmarks/block_ladder.py            # the recorded result (about 5 minutes of one idle thread)
+    python benchmarks/block_ladder.py            # the recorded result (about 4 minutes of one idle thread)
     python benchmarks/block_ladder.py --quick    # a smoke test of the harness, writes nothing
 
 Two experiments, each with seeds 0, 1, 2 (--seeds), on one thread:
@@ -108,13 +108,13 @@ def main(argv=None) -> None:
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--d-model", type=int, default=64)
     p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--steps", type=int, default=400)
+    p.add_argument("--steps", type=int, default=300)
     p.add_argument("--warmup", type=int, default=30)
     p.add_argument("--lr", type=float, default=1e-2)
     p.add_argument("--warm-layers", type=int, default=6)
     p.add_argument("--warm-lrs", type=float, nargs="+", default=[2e-2])
-    p.add_argument("--warm-steps", type=int, default=250)
-    p.add_argument("--warm-warmup", type=int, default=60)
+    p.add_argument("--warm-steps", type=int, default=200)
+    p.add_argument("--warm-warmup", type=int, default=50)
     p.add_argument("--parts", nargs="+", default=["ladder", "warmup"], choices=["ladder", "warmup"])
     args = p.parse_args(argv)
     started = time.perf_counter()
