@@ -18,11 +18,12 @@ import torch
 import torch.nn as nn
 
 from .attention import Attention, to_torch_mha
-from .checks import one_of
+from .checks import one_of, positive_int, tensor_dims
 from .kv_cache import KVCache
 from .layers import FeedForward, LayerNorm
+from .positional import LearnedPositionalEmbedding
 
-__all__ = ["TransformerBlock", "DecoderBlock", "to_torch_encoder_layer", "to_torch_decoder_layer"]
+__all__ = ["TransformerBlock", "DecoderBlock", "BlockLM", "to_torch_encoder_layer", "to_torch_decoder_layer"]
 
 _NORMS = ("pre", "post")
 
@@ -79,6 +80,38 @@ class TransformerBlock(_Residual):
         if self.ffn is not None:
             x = self._output(x, self.ffn(self._input(x, self.ln2)), self.ln2)
         return (x, weights) if need_weights else x
+
+
+class BlockLM(nn.Module):
+    """Chapter 6's language model: token embeddings + learned positions -> n_layers TransformerBlocks -> logits.
+
+    idx (B, T) -> logits (B, T, V). block_flags go to every TransformerBlock (n_heads, residual, use_ffn, use_norm,
+    norm, ...), so one class serves every rung of the chapter's ablation ladder; a Pre-Norm stack ends with one
+    more LayerNorm before the output head. forward(idx, return_stream=True) -> (logits, the residual stream after
+    the embeddings and after each block: a list of n_layers + 1 tensors (B, T, C)).
+    """
+
+    def __init__(self, vocab_size: int, context_len: int, d_model: int, n_layers: int, n_heads: int, **block_flags):
+        super().__init__()
+        positive_int(vocab_size=vocab_size, context_len=context_len, d_model=d_model, n_layers=n_layers)
+        self.vocab_size = vocab_size
+        self.tok = nn.Embedding(vocab_size, d_model)
+        self.pos = LearnedPositionalEmbedding(d_model, context_len)
+        self.blocks = nn.ModuleList(TransformerBlock(d_model, n_heads, causal=True, **block_flags)
+                                    for _ in range(n_layers))
+        pre_norm = block_flags.get("use_norm", True) and block_flags.get("norm", "pre") == "pre"
+        self.ln_f = LayerNorm(d_model) if pre_norm else nn.Identity()   # Pre-Norm ends with one more norm
+        self.head = nn.Linear(d_model, vocab_size, bias=False)
+
+    def forward(self, idx: torch.Tensor, return_stream: bool = False):
+        tensor_dims(idx, 2, "idx (B, T)")
+        x = self.pos(self.tok(idx))                                       # (B, T, C)
+        stream = [x]
+        for block in self.blocks:
+            x = block(x)
+            stream.append(x)
+        logits = self.head(self.ln_f(x))
+        return (logits, stream) if return_stream else logits
 
 
 class DecoderBlock(_Residual):

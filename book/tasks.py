@@ -6,6 +6,7 @@
 - `recall_many_batch`: recall n tokens at once, after k filler steps: where a fixed-size state runs out. Chapter 2.
 - `needle_batch`: name the one value token among fillers, k steps before the end. Chapter 10.
 - `bites_batch`: "dog bites man" vs "man bites dog": who bites? Needs word order. Chapter 5.
+- `repeat_batch`: a random segment written twice; continue the copy (needs two attention layers). Chapter 6.
 
 Shape legend (batch first): B batch, S source length, T target length (with BOS/EOS), V vocab.
 Both translation vocabularies start with the same specials: PAD = 0, BOS = 1, EOS = 2.
@@ -24,7 +25,7 @@ from .checks import non_negative_int, optional_positive_int, positive_int, proba
 __all__ = ["PAD", "BOS", "EOS", "SPECIALS", "LENGTH_BUCKETS", "TranslationBatch", "ToyTranslation",
            "sequence_accuracy", "position_accuracy", "evaluate_translation", "recall_batch", "recall_many_batch",
            "needle_batch",
-           "BITES_VOCAB", "bites_batch"]
+           "BITES_VOCAB", "bites_batch", "repeat_batch"]
 
 PAD, BOS, EOS = 0, 1, 2
 SPECIALS = ("<pad>", "<bos>", "<eos>")
@@ -439,3 +440,28 @@ def copy_back_batch(batch_size: int, seq_len: int, k, n_letters: int = 4, n_valu
     cols = first[:, None] + torch.arange(n_letters)[None, :]  # (B, n_letters)
     x.scatter_(1, cols, letters)
     return x, letters[:, -1], k
+
+
+def repeat_batch(batch_size: int, seq_len: int, n_values: int = 32, min_len: int = 4, max_len: Optional[int] = None,
+                 generator: Optional[torch.Generator] = None):
+    """A random segment written twice in a row, at a random place among random tokens: continue the copy. Chapter 6.
+
+    Each row: p random tokens, a segment of L random tokens (L uniform in min_len..max_len, default seq_len // 3),
+    the same segment again, random tokens up to seq_len + 1; p and L vary by row, so no fixed offset finds the
+    copy. Returns x (B, T) ids, y (B, T) the next tokens (x shifted by one), and copy (B, T), True where y is
+    the next token of the second copy, predictable from the first: find where the current token occurred in
+    the first copy, and read the token after it. That is two lookups, one per attention layer (an induction head).
+    """
+    positive_int(batch_size=batch_size, seq_len=seq_len, n_values=n_values, min_len=min_len)
+    max_len = seq_len // 3 if max_len is None else positive_int(max_len=max_len)
+    if not 2 <= min_len <= max_len or 2 * max_len > seq_len or n_values < 2:
+        raise ValueError(f"need 2 <= min_len <= max_len, 2 * max_len <= seq_len and n_values >= 2, got "
+                         f"min_len={min_len}, max_len={max_len}, seq_len={seq_len}, n_values={n_values}")
+    w = torch.randint(0, n_values, (batch_size, seq_len + 1), generator=generator)
+    copy = torch.zeros(batch_size, seq_len, dtype=torch.bool)
+    lengths = torch.randint(min_len, max_len + 1, (batch_size,), generator=generator)
+    starts = (torch.rand(batch_size, generator=generator) * (seq_len + 2 - 2 * lengths)).long()   # p in 0..T+1-2L
+    for b, (L, p) in enumerate(zip(lengths.tolist(), starts.tolist())):
+        w[b, p + L:p + 2 * L] = w[b, p:p + L]
+        copy[b, p + L:p + 2 * L - 1] = True          # x at the second copy's first L - 1 tokens -> y its next one
+    return w[:, :-1], w[:, 1:], copy

@@ -1,0 +1,74 @@
+"""Chapter 6's package additions: book.blocks.BlockLM (the ladder's language model, its residual stream) and
+book.tasks.repeat_batch (a task that needs two attention layers)."""
+import pytest
+import torch
+
+from book.blocks import BlockLM, TransformerBlock
+from book.tasks import repeat_batch
+
+LADDER_FLAGS = [dict(n_heads=1, use_ffn=False, residual=False, use_norm=False),
+                dict(n_heads=4, use_ffn=True, residual=True, use_norm=False),
+                dict(n_heads=4, norm="pre"), dict(n_heads=4, norm="post")]
+
+
+@pytest.mark.parametrize("flags", LADDER_FLAGS)
+def test_block_lm_is_embeddings_blocks_and_head(flags):
+    torch.manual_seed(0)
+    flags = dict(flags)
+    lm = BlockLM(11, 8, 16, 3, flags.pop("n_heads"), **flags)
+    idx = torch.randint(0, 11, (2, 5))
+    logits, stream = lm(idx, return_stream=True)
+    assert logits.shape == (2, 5, 11) and len(stream) == 4 and all(h.shape == (2, 5, 16) for h in stream)
+    x = lm.pos(lm.tok(idx))                                     # the same computation, spelled out
+    torch.testing.assert_close(stream[0], x)
+    for block, h in zip(lm.blocks, stream[1:]):
+        x = block(x)
+        torch.testing.assert_close(h, x)
+    pre_norm = flags.get("use_norm", True) and flags.get("norm", "pre") == "pre"
+    assert isinstance(lm.ln_f, torch.nn.Identity) != pre_norm  # only a Pre-Norm stack ends with a LayerNorm
+    torch.testing.assert_close(lm(idx), lm.head(lm.ln_f(x)))
+    assert all(isinstance(b, TransformerBlock) and b.causal for b in lm.blocks)
+
+
+def test_block_lm_is_causal():
+    torch.manual_seed(0)
+    lm = BlockLM(7, 6, 8, 2, 2)
+    idx = torch.randint(0, 7, (1, 6))
+    changed = idx.clone()
+    changed[0, 4] = (idx[0, 4] + 1) % 7
+    torch.testing.assert_close(lm(idx)[:, :4], lm(changed)[:, :4])     # positions before 4 cannot see it
+
+
+def test_block_lm_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="n_layers must be a positive int, got 0"):
+        BlockLM(7, 6, 8, 0, 2)
+    with pytest.raises(ValueError, match="d_model must be a positive int"):
+        BlockLM(7, 6, -8, 2, 2)
+    with pytest.raises(ValueError, match=r"idx \(B, T\) must be 2-D"):
+        BlockLM(7, 6, 8, 1, 2)(torch.zeros(6, dtype=torch.long))
+
+
+def test_repeat_batch_writes_one_segment_twice_in_a_row():
+    x, y, copy = repeat_batch(64, 30, n_values=12, min_len=3, max_len=9, generator=torch.Generator().manual_seed(0))
+    assert x.shape == y.shape == copy.shape == (64, 30) and copy.dtype == torch.bool
+    assert torch.equal(x[:, 1:], y[:, :-1]) and 0 <= int(x.min()) and int(x.max()) < 12
+    lengths = set()
+    for b in range(64):
+        where = copy[b].nonzero().flatten()
+        L = len(where) + 1                                     # the second copy's first L - 1 positions
+        start2 = int(where[0])                                 # x at start2 is the second copy's first token
+        assert torch.equal(where, torch.arange(start2, start2 + L - 1)) and 3 <= L <= 9
+        w = torch.cat([x[b], y[b, -1:]])
+        assert torch.equal(w[start2:start2 + L], w[start2 - L:start2])       # the segment, twice in a row
+        assert torch.equal(y[b, where], w[start2 - L + 1:start2])            # the answer: the first copy, one on
+        lengths.add(L)
+    assert len(lengths) > 3                                    # lengths (and places) vary by row
+
+
+def test_repeat_batch_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="2 \\* max_len <= seq_len"):
+        repeat_batch(2, 10, max_len=6)
+    with pytest.raises(ValueError, match="2 <= min_len <= max_len"):
+        repeat_batch(2, 10, min_len=5, max_len=4)
+    with pytest.raises(ValueError, match="batch_size must be a positive int"):
+        repeat_batch(0, 10)
