@@ -2,7 +2,7 @@
 """BERT, GPT and T5 at equal tokens, trained past T5's plateau; and a decoder-only GPT against the encoder-decoder
 on Chapter 8's toy translation, at equal parameters. Chapter 9.
 
-    python benchmarks/three_families.py            # the recorded run (about 15 minutes on one idle thread)
+    python benchmarks/three_families.py --jobs 3   # the recorded run (about 30 minutes of one idle thread in all)
     python benchmarks/three_families.py --quick    # a smoke test of the harness, writes nothing
 
 Part 1, three families. Chapter 9 trains its BERT, GPT and T5 (book.pretrain.family_configs: within 5 % in
