@@ -2,13 +2,15 @@
 """BERT, GPT and T5 at equal tokens, trained past T5's plateau; and a decoder-only GPT against the encoder-decoder
 on Chapter 8's toy translation, at equal parameters. Chapter 9.
 
-    python benchmarks/three_families.py --jobs 3   # the recorded run (about 30 minutes of one idle thread in all)
+    python benchmarks/three_families.py --jobs 3   # the recorded run (about 20 minutes of one idle thread in all)
     python benchmarks/three_families.py --quick    # a smoke test of the harness, writes nothing
 
 Part 1, three families. Chapter 9 trains its BERT, GPT and T5 (book.pretrain.family_configs: within 5 % in
 parameters, the chapter's batch of 32 windows of 64 characters, its recipe) for 500 steps, where T5 still sits on
-a plateau. Here each is trained for --steps steps (the schedule stretched over all of them) with --seeds seeds;
-the three families of one seed read the same windows (equal tokens). Every --every steps: the chapter's
+a plateau. Here T5 is trained for --steps steps (the schedule stretched over all of them), with --seeds seeds,
+long enough to leave its plateau; BERT and GPT run the first --stop steps of the same schedule (the same learning
+rates step by step), which keeps the run within about 20 minutes of one thread. The three families of one seed read
+the same windows, so up to step --stop all three have read the same tokens. Every --every steps: the chapter's
 fill-in-the-blank test (the middle character of the same 256 validation windows, book.pretrain.fill_blank; the GPT
 scores 16 candidates) and, for GPT and T5, the bits/char of each window's last 8 characters (continuation_bits).
 No learning-rate sweep for any family: all three at the chapter's 8e-3.
@@ -23,7 +25,8 @@ of every length bucket: exact match and token accuracy.
 Writes book/results/three_families.csv (family, seed, step, seconds, fill, cont_bits), three_families_translation.csv
 (model, seed, params, bucket, exact, token, seconds) and the provenance three_families.json (bench_common.record).
 The last line reads
-    t5_leaves=<steps at which each seed's T5 first fills 5 points above the guess, -1 if never> fill_last=<...>
+    guess=<the commonest character's share> t5_leaves=<steps at which each seed's T5 first fills 5 points above
+    the guess, -1 if never> fill_last=<each family's mean fill at step --stop>
     encdec_exact=<mean exact match> gpt_exact=<mean exact match>
 """
 from __future__ import annotations
@@ -64,11 +67,13 @@ def family_run(job):
         fill = (fill_blank(m, family, vx, POS, vocab) == truth).float().mean().item()
         return fill, None if family == "bert" else continuation_bits(m, family, vx, CTX - 8, vocab)
 
-    hist = pretrain(model, family, train, vocab, steps=args.steps, batch_size=BATCH, context_len=CTX,
+    stop = None if family == "t5" else args.stop    # BERT and GPT: the first --stop steps of the same schedule
+    hist = pretrain(model, family, train, vocab, steps=args.steps, batch_size=args.batch, context_len=CTX,
                     generator=torch.Generator().manual_seed(seed), progress=False, eval_every=args.every,
-                    eval_fn=measure)                   # the generator: one seed's three families read the same windows
-    secs = hist.train_seconds / args.steps
-    print(f"{name:4s} seed {seed} | {args.steps} steps in {hist.train_seconds:5.0f} s | blanks filled "
+                    eval_fn=measure, stop_after=stop)  # the generator: one seed's three families read the same windows
+    done = len(hist.train_loss)
+    secs = hist.train_seconds / done
+    print(f"{name:4s} seed {seed} | {done} steps in {hist.train_seconds:5.0f} s | blanks filled "
           + " ".join(f"{f:.2f}" for _, (f, _) in hist.val), flush=True)
     return [dict(family=name, seed=seed, step=step, seconds=round(step * secs, 1), fill=round(fill, 4),
                  cont_bits="" if cont is None else round(cont, 4)) for step, (fill, cont) in hist.val]
@@ -119,24 +124,26 @@ def gpt_cfg(vocab_size: int, n_layers: int) -> GPTConfig:
 
 def main(argv=None) -> None:
     p = parser(__doc__, RESULTS)
-    p.add_argument("--steps", type=int, default=2500, help="training steps of each family (the schedule's length)")
+    p.add_argument("--steps", type=int, default=2500, help="T5's training steps: the schedule's length for all three")
+    p.add_argument("--stop", type=int, default=1000, help="BERT and GPT run the first --stop steps of that schedule")
+    p.add_argument("--batch", type=int, default=BATCH, help="windows per step (the chapter's: 32)")
     p.add_argument("--every", type=int, default=250, help="steps between two measurements of the families")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    p.add_argument("--tr-steps", type=int, default=500, help="training steps of each translation model")
+    p.add_argument("--tr-steps", type=int, default=400, help="training steps of each translation model")
     p.add_argument("--tr-test", type=int, default=100, help="held-out sentences per length bucket")
     p.add_argument("--jobs", type=int, default=1, help="processes, each with --threads threads (results unchanged)")
     args = p.parse_args(argv)
     started = time.perf_counter()
     if args.quick:
-        args.steps, args.every, args.tr_steps, args.tr_test, args.seeds = 4, 2, 3, 4, args.seeds[:2]
+        args.steps, args.stop, args.every, args.tr_steps, args.tr_test, args.seeds = 6, 4, 2, 3, 4, args.seeds[:2]
 
     train, val, tok = char_corpus()
     vocab = PretrainVocab(tok.vocab_size, n_sentinels=8)
     vx, _ = get_batch(val, 256, CTX, torch.Generator().manual_seed(7))      # the chapter's validation windows
     DATA.update(train=train, vocab=vocab, vx=vx, truth=vx[:, POS])
     guess = float((vx[:, POS] == int(torch.bincount(train).argmax())).float().mean())
-    jobs = [(args, name, seed) for seed in args.seeds for name in ("BERT", "GPT", "T5", "encoder-decoder",
-                                                                   "decoder-only")]
+    jobs = [(args, name, seed) for name in ("T5", "BERT", "GPT", "encoder-decoder", "decoder-only")
+            for seed in args.seeds]                     # the longest first
     if args.jobs > 1:       # separate processes (forked: they share DATA); each job's result does not depend on it
         with multiprocessing.get_context("fork").Pool(args.jobs) as pool:
             results = pool.map(run, jobs, chunksize=1)
@@ -152,7 +159,7 @@ def main(argv=None) -> None:
     for seed in args.seeds:
         t5 = [r for r in rows if r["family"] == "T5" and r["seed"] == seed]
         leaves.append(next((r["step"] for r in t5 if r["fill"] >= guess + 0.05), -1))
-    last = {f: sum(r["fill"] for r in rows if r["family"] == f and r["step"] == args.steps) / len(args.seeds)
+    last = {f: sum(r["fill"] for r in rows if r["family"] == f and r["step"] == args.stop) / len(args.seeds)
             for f in ("BERT", "GPT", "T5")}
     exact = {m: sum(r["exact"] for r in tr_rows if r["model"] == m) / max(1, sum(r["model"] == m for r in tr_rows))
              for m in ("encoder-decoder", "decoder-only")}
