@@ -383,7 +383,7 @@ class StreamTranslator(nn.Module):
         keep = src != self.pad_id
         if not torch.equal(keep.long().cummin(1).values.bool(), keep) or not keep[:, 0].all():
             raise ValueError("src must be right-padded: every row's real tokens first, then pad_id only")
-        (B, S), T = src.shape, tgt_in.shape[1]
+        B, T = src.shape[0], tgt_in.shape[1]
         where = keep.sum(1, keepdim=True) + torch.arange(T, device=src.device)     # (B, T): the target's places
         stream = torch.cat([src, src.new_full((B, T), self.pad_id)], dim=1)
         stream.scatter_(1, where, tgt_in + self.n_src)                              # source, then target
