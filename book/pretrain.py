@@ -8,6 +8,7 @@ The three families of the book, trained on the same windows of characters with t
           replaced by a sentinel, the decoder writes the spans.
 Then: fill a one-character blank (fill_blank), score a continuation (continuation_bits), write text (write),
 and fine-tune a GPT on instructions with the loss on the answers only (instruction_batch, finetune).
+StreamTranslator puts a GPT on Chapter 8's toy translation, source and target in one stream.
 Shape legend (batch first): B batch, T window length (context_len), P prompt length, V vocab (PretrainVocab.size).
 """
 from __future__ import annotations
@@ -17,18 +18,20 @@ import re
 from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 
 from .data import get_batch
 from .generate import context_len_of, sample_next
 from .objectives import IGNORE, PretrainVocab, mask_tokens, span_corrupt
-from .checks import optional_positive_int
+from .checks import non_negative_int, optional_positive_int, positive_int, tensor_dims, token_ids
 from .optim import build_optimizer
 from .train import History, fit
 from .utils import step_budget
 
 __all__ = ["FAMILIES", "family_configs", "build", "objective_loss", "pretrain", "quote_windows", "fill_blank",
-           "continuation_bits", "write", "word_rate", "instruction_batch", "finetune", "answer"]
+           "continuation_bits", "write", "word_rate", "instruction_batch", "finetune", "answer",
+           "induction_scores", "StreamTranslator"]
 
 FAMILIES = ("bert", "gpt", "t5")
 
@@ -155,6 +158,32 @@ def quote_windows(data: torch.Tensor, batch_size: int, context_len: int, generat
         second, src = rand(first + p + 2, n - p), rand(0, len(data) - p)
         row[first:first + p] = row[second:second + p] = data[src:src + p]
     return w
+
+
+def induction_scores(maps, first: int, second: int, length: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """How much each head acts as a previous-token head and as an induction head -> (previous (L, H), induction (L, H)).
+
+    maps: a GPT's attention weights, one (B, H, T, T) per layer (GPT(idx, need_weights=True)) or stacked
+    (L, B, H, T, T), on rows in which a passage of `length` tokens starts at `first` and again at `second`.
+    previous: the mean weight from every position t >= 1 to t - 1. induction: the mean weight from each position
+    second + k of the second copy (k = 0 .. length - 2) to first + k + 1, the position just after the same token's
+    earlier occurrence: the token that comes next. Both average over the batch. Chapter 9.
+    """
+    maps = torch.stack(list(maps)) if isinstance(maps, (list, tuple)) else maps
+    tensor_dims(maps, 5, "maps (L, B, H, T, T)")
+    T = maps.shape[-1]
+    if maps.shape[-2] != T:
+        raise ValueError(f"maps must be square over the window (T, T), got {tuple(maps.shape[-2:])}")
+    non_negative_int(first=first)
+    positive_int(second=second, length=length)
+    if length < 2 or first + length > second or second + length > T:
+        raise ValueError(f"need length >= 2 and two copies inside the window: first + length <= second and "
+                         f"second + length <= T={T}, got first={first}, second={second}, length={length}")
+    t = torch.arange(1, T, device=maps.device)
+    previous = maps[..., t, t - 1].mean(dim=(1, 3))                         # (L, H)
+    k = torch.arange(length - 1, device=maps.device)
+    induction = maps[..., second + k, first + k + 1].mean(dim=(1, 3))       # (L, H)
+    return previous, induction
 
 
 def _blank_inputs(family: str, windows: torch.Tensor, pos: int, vocab: PretrainVocab):
@@ -320,3 +349,64 @@ def answer(model, prompts: Sequence[str], encode: Callable, decode: Callable, n_
                 break
         out.append(decode(ids[0, len(encode(prompt)):].tolist()).split(stop)[0])
     return out
+
+
+class StreamTranslator(nn.Module):
+    """A decoder-only GPT on Chapter 8's toy translation: source, separator and target in one stream. Chapter 9.
+
+    forward(src (B, S), tgt_in (B, T)) -> logits (B, T, n_tgt) has the interface of book.transformer.Transformer,
+    so book.seq2seq.train_seq2seq trains it on the same batches, with the loss on the target only, and
+    book.tasks.evaluate_translation scores its `greedy`. One vocabulary of n_src + n_tgt ids: a source id as it is,
+    target id t as n_src + t, so the target's own BOS is the separator. Row b's stream is its real source tokens
+    (src is right-padded with pad_id), then its tgt_in: "big cat sees dog <BOS> CAT BIG DOG SEES". Every target
+    token reads the source through the GPT's causal self-attention; there is no cross-attention.
+    """
+
+    def __init__(self, gpt: nn.Module, n_src: int, n_tgt: int, pad_id: int = 0):
+        super().__init__()
+        positive_int(n_src=n_src, n_tgt=n_tgt)
+        vocab = gpt.config.vocab_size
+        if vocab < n_src + n_tgt:
+            raise ValueError(f"the GPT's vocab_size={vocab} must hold both vocabularies: n_src + n_tgt = "
+                             f"{n_src + n_tgt}")
+        if not 0 <= pad_id < n_src:
+            raise ValueError(f"pad_id must be a source id in [0, {n_src}), got {pad_id}")
+        self.gpt, self.n_src, self.n_tgt, self.pad_id = gpt, n_src, n_tgt, pad_id
+
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        tensor_dims(src, 2, "src")
+        tensor_dims(tgt_in, 2, "tgt_in")
+        token_ids(src, self.n_src, "src")
+        token_ids(tgt_in, self.n_tgt, "tgt_in")
+        if src.shape[0] != tgt_in.shape[0]:
+            raise ValueError(f"src and tgt_in need the same batch size, got {src.shape[0]} and {tgt_in.shape[0]}")
+        keep = src != self.pad_id
+        if not torch.equal(keep.long().cummin(1).values.bool(), keep) or not keep[:, 0].all():
+            raise ValueError("src must be right-padded: every row's real tokens first, then pad_id only")
+        B, T = src.shape[0], tgt_in.shape[1]
+        where = keep.sum(1, keepdim=True) + torch.arange(T, device=src.device)     # (B, T): the target's places
+        stream = torch.cat([src, src.new_full((B, T), self.pad_id)], dim=1)
+        stream.scatter_(1, where, tgt_in + self.n_src)                              # source, then target
+        logits = self.gpt(stream[:, :int(where.max()) + 1])                         # (B, <= S + T, V)
+        logits = logits.gather(1, where[..., None].expand(-1, -1, logits.shape[-1]))
+        return logits[..., self.n_src:self.n_src + self.n_tgt]                      # (B, T, n_tgt)
+
+    @torch.no_grad()
+    def greedy(self, src: torch.Tensor, max_len: int, bos: int = 1, eos: int = 2) -> torch.Tensor:
+        """Greedy decoding, as book.generate.greedy_translate: src (B, S) -> target ids (B, T') without BOS,
+        pad_id after a row's EOS. Each step re-reads the whole stream (no cache: the streams are short)."""
+        positive_int(max_len=max_len)
+        was_training = self.training
+        self.eval()
+        try:
+            tgt = torch.full((src.shape[0], 1), bos, dtype=torch.long, device=src.device)
+            done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
+            for _ in range(max_len):
+                nxt = self(src, tgt)[:, -1].argmax(-1).masked_fill(done, self.pad_id)
+                tgt = torch.cat([tgt, nxt[:, None]], dim=1)
+                done |= nxt == eos
+                if done.all():
+                    break
+        finally:
+            self.train(was_training)
+        return tgt[:, 1:]

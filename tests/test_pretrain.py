@@ -223,3 +223,99 @@ def test_family_configs_are_within_five_percent_and_build():
     assert isinstance(build("T5", family_configs(VOCAB.size, T, width=24, n_heads=2)["T5"]), Transformer)
     with pytest.raises(ValueError, match="BERT"):
         build("ELMo", family_configs(VOCAB.size, T)["GPT"])
+
+
+def _translator(n_layers=1):
+    from book.pretrain import StreamTranslator
+    from book.tasks import ToyTranslation
+    from book.utils import seed_everything
+
+    task = ToyTranslation()
+    n_src, n_tgt = len(task.src_vocab), len(task.tgt_vocab)
+    seed_everything(0)
+    gpt = GPT(GPTConfig(n_src + n_tgt, 80, d_model=16, n_heads=2, n_layers=n_layers, positions="rope"))
+    return task, StreamTranslator(gpt, n_src, n_tgt), n_src
+
+
+def test_stream_translator_reads_source_then_target_in_one_stream():
+    """Each row's logits are the GPT's on that row's own unpadded stream: source ids, then target ids + n_src."""
+    task, model, n_src = _translator()
+    batch = task.train_batch(3, 3, 12, torch.Generator().manual_seed(1))
+    assert (batch.src == 0).any()                                    # some rows are padded
+    with torch.no_grad():
+        logits = model(batch.src, batch.tgt_in)
+        assert logits.shape == (3, batch.tgt_in.shape[1], len(task.tgt_vocab))
+        for b in range(3):
+            src = batch.src[b][batch.src[b] != 0]
+            stream = torch.cat([src, batch.tgt_in[b] + n_src])[None]
+            own = model.gpt(stream)[0, len(src):, n_src:]
+            torch.testing.assert_close(logits[b], own, atol=1e-5, rtol=1e-5)
+
+
+def test_stream_translator_learns_the_toy_task_and_decodes_greedily():
+    from book.seq2seq import train_seq2seq
+    from book.tasks import evaluate_translation
+
+    task, model, _ = _translator(n_layers=2)
+    losses = train_seq2seq(model, task, steps=60, batch_size=32, lr=1e-2, max_len=6,
+                           generator=torch.Generator().manual_seed(0), progress=False)
+    assert losses[-1] < 0.8 * losses[0]
+    out = model.greedy(task.make_batch([["cat", "sees", "dog"]]).src, 6)
+    assert out.shape[0] == 1 and out.shape[1] <= 6 and int(out.max()) < len(task.tgt_vocab)
+    acc = evaluate_translation(lambda s, n: model.greedy(s, n), task.test_sets([(3, 4)], 8))
+    assert 0.0 <= acc[(3, 4)][0] <= acc[(3, 4)][1] <= 1.0
+
+
+def test_stream_translator_rejects_bad_inputs():
+    from book.pretrain import StreamTranslator
+
+    task, model, n_src = _translator()
+    with pytest.raises(ValueError, match="must hold both vocabularies"):
+        StreamTranslator(model.gpt, n_src, 200)
+    with pytest.raises(ValueError, match="n_tgt must be a positive int"):
+        StreamTranslator(model.gpt, n_src, 0)
+    with pytest.raises(ValueError, match="pad_id must be a source id"):
+        StreamTranslator(model.gpt, n_src, 5, pad_id=n_src)
+    good = torch.tensor([[5, 6, 0]])
+    with pytest.raises(ValueError, match="right-padded"):
+        model(torch.tensor([[5, 0, 6]]), torch.tensor([[1, 4]]))
+    with pytest.raises(ValueError, match="src"):
+        model(torch.tensor([[5, 99]]), torch.tensor([[1, 4]]))
+    with pytest.raises(ValueError, match="same batch size"):
+        model(good, torch.tensor([[1, 4], [1, 4]]))
+    with pytest.raises(ValueError, match="tgt_in must be 2-D"):
+        model(good, torch.tensor([1, 4]))
+    with pytest.raises(ValueError, match="max_len must be a positive int"):
+        model.greedy(good, 0)
+
+
+def test_induction_scores_find_the_previous_token_and_the_induction_pattern():
+    from book.pretrain import induction_scores
+
+    T, first, second, length = 12, 1, 6, 5
+    prev = torch.zeros(2, 3, T, T)                                   # (B, H, T, T): every row on t - 1
+    prev[..., 0, 0] = 1
+    prev[..., torch.arange(1, T), torch.arange(T - 1)] = 1
+    ind = torch.full((2, 3, T, T), 1.0 / T)                          # uniform, except the second copy
+    for k in range(length - 1):
+        ind[..., second + k, :] = 0
+        ind[..., second + k, first + k + 1] = 1
+    p, i = induction_scores([prev, ind], first, second, length)     # layer 1: previous token, layer 2: induction
+    assert p.shape == i.shape == (2, 3)
+    torch.testing.assert_close(p[0], torch.ones(3))
+    torch.testing.assert_close(i[1], torch.ones(3))
+    assert float(i[0].max()) == 0.0 and float(p[1].max()) < 0.5
+    p2, i2 = induction_scores(torch.stack([prev, ind]), first, second, length)   # stacked (L, B, H, T, T)
+    assert torch.equal(p, p2) and torch.equal(i, i2)
+
+
+@pytest.mark.parametrize("first, second, length, match", [
+    (0, 3, 5, "two copies inside the window"), (0, 8, 5, "two copies inside the window"),
+    (0, 6, 1, "length >= 2"), (-1, 6, 3, "first must be an int >= 0")])
+def test_induction_scores_reject_bad_positions(first, second, length, match):
+    from book.pretrain import induction_scores
+
+    with pytest.raises(ValueError, match=match):
+        induction_scores(torch.zeros(1, 1, 1, 12, 12), first, second, length)
+    with pytest.raises(ValueError, match="5-D"):
+        induction_scores(torch.zeros(1, 12, 12), 0, 6, 3)

@@ -18,7 +18,6 @@ ROOT = Path(__file__).resolve().parent.parent
 KNOWN_LEGACY = {
     "modern_ladder.csv": "recorded 2026-12-02 (fa52454) by benchmarks/modern_ladder.py before provenance; ch. 10",
     "modern_ladder_curves.csv": "recorded with modern_ladder.csv (fa52454), before provenance; chapter 10",
-    "t5_plateau.csv": "recorded 2026-12-02 (d40a76f) by benchmarks/t5_plateau.py before provenance; chapter 9",
     "gpt_time_to_loss.txt": "the printed output of benchmarks/gpt_time_to_loss.py (eb861fb), which then wrote no "
                             "table; chapter 7 parses it. The script now records gpt_time_to_loss.csv/.json",
 }
@@ -66,7 +65,7 @@ def _fake_record(tmp_path, script_text: str):
 
 
 def test_the_check_fails_on_a_changed_script_and_names_the_command(tmp_path):
-    source = (ROOT / "benchmarks" / "t5_plateau.py").read_text()
+    source = (ROOT / "benchmarks" / "three_families.py").read_text()
     root, results, prov = _fake_record(tmp_path, source)
     assert stale_reason(prov, root, results) is None
     script = root / "benchmarks" / "toy.py"
@@ -95,29 +94,30 @@ def test_record_writes_the_table_and_a_provenance_the_check_accepts(tmp_path):
 
     started = time.perf_counter()
     args = argparse.Namespace(out=tmp_path / "toy.csv", seed=3, quick=False)
-    script = ROOT / "benchmarks" / "t5_plateau.py"
+    script = ROOT / "benchmarks" / "three_families.py"
     path = bench_common.record("toy", {"toy.csv": (["x", "y"], [dict(x=1, y=2.5)]), "toy_more.csv": (["z"], [])},
                                None, args, [3, 7], started, str(script), ["--seed", "3"])
     prov = json.loads(path.read_text())
-    assert path == tmp_path / "toy.json" and prov["script"] == "benchmarks/t5_plateau.py"
+    assert path == tmp_path / "toy.json" and prov["script"] == "benchmarks/three_families.py"
     assert prov["script_sha256"] == sha256_of(script) and prov["seeds"] == [3, 7] and prov["args"]["seed"] == 3
     assert set(prov["outputs"]) == {"toy.csv", "toy_more.csv"} and prov["wall_s"] >= 0
     for key in ("git_commit", "torch", "cpu", "threads", "date", "python", "cpu_cores", "gpu"):
         assert key in prov, key
-    assert regenerate_command(prov) == "python benchmarks/t5_plateau.py --seed 3"
+    assert regenerate_command(prov) == "python benchmarks/three_families.py --seed 3"
     assert stale_reason(prov, ROOT, tmp_path) is None
     assert read_rows("toy", tmp_path) == [{"x": "1", "y": "2.5"}] and provenance("toy", tmp_path) == prov
 
 
 def test_the_readers_name_what_is_recorded(tmp_path):
-    shutil.copy(RESULTS_DIR / "t5_plateau.csv", tmp_path)
-    assert read_rows("t5_plateau", tmp_path)[0].keys() == {"model", "step", "seconds", "fill"}
-    with pytest.raises(FileNotFoundError, match=r"recorded: \['t5_plateau'\]"):
+    shutil.copy(RESULTS_DIR / "three_families.csv", tmp_path)
+    assert read_rows("three_families", tmp_path)[0].keys() == {"family", "seed", "step", "seconds", "fill",
+                                                               "cont_bits"}
+    with pytest.raises(FileNotFoundError, match=r"recorded: \['three_families'\]"):
         read_rows("t5", tmp_path)
     with pytest.raises(FileNotFoundError, match="recorded before provenance"):
-        provenance("t5_plateau", tmp_path)
+        provenance("three_families", tmp_path)
     with pytest.raises(ValueError, match="stem such as 'budget_leaderboard'"):
-        read_rows("t5_plateau.csv")
+        read_rows("three_families.csv")
 
 
 def test_every_benchmark_records_through_bench_common():
