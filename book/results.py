@@ -15,8 +15,10 @@ import shlex
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from book.checks import positive_int, positive_number
+
 __all__ = ["RESULTS_DIR", "read_rows", "provenance", "sha256_of", "regenerate_command", "stale_reason",
-           "budget_summary", "budget_table", "leaderboard_bpc"]
+           "budget_summary", "budget_table", "leaderboard_bpc", "left_plateau"]
 
 # the recorded tables, shipped with the package (pyproject's package-data: results/*.csv, results/*.json)
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -73,6 +75,24 @@ def stale_reason(prov: dict, root: Path, results_dir: Optional[Path] = None) -> 
     for out, digest in prov["outputs"].items():
         if not (folder / out).is_file() or sha256_of(folder / out) != digest:
             return f"{out} is not the file {prov['script']} wrote (missing or edited by hand); {redo}"
+    return None
+
+
+def left_plateau(curve, base: float, margin: float = 0.05, consecutive: int = 2) -> Optional[int]:
+    """The step at which a curve of (step, score) pairs, in step order, leaves its plateau: the first of
+    `consecutive` successive evaluations that all score at least `base + margin`; None if it never does.
+    Chapter 9's T5: fill accuracy against the commonest character's share `base` (one evaluation above it can be
+    noise of the 256 windows; two in a row are not read as an exit by chance)."""
+    positive_int(consecutive=consecutive)
+    positive_number(margin=margin, allow_zero=True)
+    steps = [step for step, _ in curve]
+    if steps != sorted(steps):
+        raise ValueError(f"curve must be (step, score) pairs in step order, got the steps {steps}")
+    run = 0
+    for i, (_, score) in enumerate(curve):
+        run = run + 1 if score >= base + margin else 0
+        if run == consecutive:
+            return curve[i - consecutive + 1][0]
     return None
 
 

@@ -1,8 +1,10 @@
 """Chapter 9's recorded experiment: the three-families benchmark's harness runs (--quick) and writes nothing, and
 its recorded result has the seeds, steps and models the chapter reads."""
+
+import pytest
 from nbtools import quick_benchmark
 
-from book.results import provenance, read_rows
+from book.results import left_plateau, provenance, read_rows
 
 
 def test_three_families_quick_run_trains_every_family_and_both_translators():
@@ -32,3 +34,15 @@ def test_recorded_three_families_has_three_seeds_equal_tokens_and_t5_leaves_its_
                                                            for s in seeds}
     params = {r["model"]: int(r["params"]) for r in tr}
     assert abs(params["decoder-only"] / params["encoder-decoder"] - 1) <= 0.05
+
+
+def test_left_plateau_needs_two_evaluations_in_a_row_above_the_margin():
+    curve = [(250, 0.14), (500, 0.20), (750, 0.15), (1000, 0.20), (1250, 0.21), (1500, 0.30)]
+    assert left_plateau(curve, 0.14) == 1000                  # 500 alone is one noisy evaluation
+    assert left_plateau(curve, 0.14, consecutive=1) == 500
+    assert left_plateau(curve, 0.14, margin=0.2) is None
+    assert left_plateau([], 0.14) is None
+    with pytest.raises(ValueError, match="step order"):
+        left_plateau([(500, 0.3), (250, 0.3)], 0.14)
+    with pytest.raises(ValueError, match="consecutive"):
+        left_plateau(curve, 0.14, consecutive=0)
