@@ -28,10 +28,10 @@ def test_recorded_three_families_has_three_seeds_equal_tokens_and_t5_leaves_its_
         assert [s for s in curve if s <= stop] == [s for s in curves[("T5", seed)] if s <= stop]
     guess = prov["guess"]
     assert all(curves[("T5", s)][500] < guess + 0.05 for s in seeds)          # the chapter's budget: the plateau
-    # the chapter's claim, per seed from the rows: every seed's T5 leaves its plateau (two tests in a row 5 points
-    # above the guess), and long after the chapter's 500 steps
+    # the chapter's claim, per seed from the rows (two tests in a row 5 points above the guess): two seeds' T5 leave
+    # its plateau, long after the chapter's 500 steps; one does not within the run
     leaves = [left_plateau(sorted(curves[("T5", s)].items()), guess, margin=0.05, consecutive=2) for s in seeds]
-    assert all(step is not None and step > 500 for step in leaves), leaves
+    assert all(step is None or step > 500 for step in leaves) and sum(step is None for step in leaves) == 1, leaves
     tr = read_rows("three_families_translation")
     assert {(r["model"], int(r["seed"])) for r in tr} == {(m, s) for m in ("encoder-decoder", "decoder-only")
                                                            for s in seeds}
