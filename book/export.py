@@ -17,9 +17,11 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import contextlib
+import copy
 import hashlib
 import io
 import json
+import logging
 import os
 import subprocess
 import tempfile
@@ -115,16 +117,22 @@ def export_gpt(model: GPT, tokenizer, path: Union[str, Path], *, provenance: Opt
 
     path.parent.mkdir(parents=True, exist_ok=True)
     original = next(model.parameters())
-    cpu = GPT(cfg)
-    cpu.load_state_dict({k: v.detach().float().cpu() for k, v in model.state_dict().items()})
+    cpu = copy.deepcopy(model).float().cpu()   # a copy (ties kept): the caller's model and the RNG stay as they were
     wrapper = _LogitsAndMaps(cpu.eval()).eval()
     example = torch.zeros(1, min(4, cfg.context_len), dtype=torch.long)
     dims = {"idx": {0: torch.export.Dim("B", min=1, max=4096),
                     1: torch.export.Dim("T", min=1, max=cfg.context_len)}}
+    quiet = logging.getLogger("torch.onnx")   # its notes (e.g. "torchvision is not installed") are not ours
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
     with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():   # the exporter's progress lines
         warnings.simplefilter("ignore")
-        torch.onnx.export(wrapper, (example,), str(path), input_names=["idx"], output_names=["logits", "attention"],
-                          dynamic_shapes=dims, dynamo=True, optimize=False, external_data=False, verbose=False)
+        try:
+            torch.onnx.export(wrapper, (example,), str(path), input_names=["idx"],
+                              output_names=["logits", "attention"],
+                              dynamic_shapes=dims, dynamo=True, optimize=False, external_data=False, verbose=False)
+        finally:
+            quiet.setLevel(level)
     onnx.checker.check_model(str(path))
     meta = {
         "format": FORMAT,
@@ -168,7 +176,8 @@ def load_exported(path: Union[str, Path]):
         raise ValueError(f"{_json_name(path)}: format {meta.get('format')!r}, expected {FORMAT!r}")
     if hashlib.sha256(path.read_bytes()).hexdigest() != meta["onnx_sha256"]:
         raise ValueError(f"{path} is not the file its JSON describes (sha256 differs): export both again")
-    model = GPT(GPTConfig(**meta["config"]))
+    with torch.random.fork_rng(devices=[]):   # building a model draws initial weights: leave the caller's RNG alone
+        model = GPT(GPTConfig(**meta["config"]))
     found = {init.name.removeprefix("gpt."): torch.from_numpy(numpy_helper.to_array(init).copy())
              for init in onnx.load(str(path)).graph.initializer if init.name.startswith("gpt.")}
     wanted = model.state_dict()

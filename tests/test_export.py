@@ -120,3 +120,17 @@ def test_git_commit_outside_a_repository(tmp_path):
     assert git_commit(tmp_path) == {"commit": None, "dirty": None}
     here = git_commit()
     assert here["commit"] is None or len(here["commit"]) == 40
+
+
+def test_export_and_load_leave_the_model_and_the_rng_alone(tiny, tmp_path):
+    """A chapter exports mid-way: its model must stay where it is and later cells must draw the same numbers."""
+    model, tok, path, _ = tiny
+    model.train()
+    torch.manual_seed(5)
+    want = torch.rand(3)
+    torch.manual_seed(5)
+    export_gpt(model, tok, tmp_path / "again.onnx")
+    load_exported(path)
+    assert torch.equal(torch.rand(3), want)
+    assert model.training
+    model.eval()
