@@ -11,6 +11,12 @@ widget scripts only on pages with widgets.
 
 Both builds also load `widgets-require-paths.js` between require.js and embed-amd.js, so the
 manager's icon fonts resolve to its own dist/ folder rather than the page's folder.
+
+The live GPT (chapter 7, `live_gpt.js` here): a page whose body holds `<div class="live-gpt" ...>` gets
+`_static/live/live_gpt.js`, and both builds copy into `_static/live/` that script, the exported models
+(book/results/live/*.onnx and *.json, written when chapter 7 runs) and ONNX Runtime Web's wasm build from the
+npm folder (BOOK_LOCAL_ASSETS, else .assets/; `tools/fetch_assets.sh` fills it): the public site serves them
+itself too, so the live section needs no CDN.
 """
 from __future__ import annotations
 
@@ -28,6 +34,12 @@ LOCAL = {
     "@jupyter-widgets/html-manager": ("dist", "html-manager/dist"),
 }
 SKIP = shutil.ignore_patterns("*.map", "embed.js", "embed.js.LICENSE.txt")
+LIVE = "live"              # folder under the built _static/ with the live GPT
+LIVE_JS = "live_gpt.js"
+LIVE_MARK = 'class="live-gpt"'
+LIVE_MODELS = HERE.parent / "book" / "results" / "live"
+ORT = "onnxruntime-web"    # pinned in tools/fetch_assets.sh; only the wasm build's three files are served
+ORT_FILES = ("ort.wasm.min.js", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
 
 
 def local_assets_dir() -> Path | None:
@@ -76,6 +88,38 @@ def configure(app, config) -> None:
         app.site_assets_modules = modules
 
 
+def ort_dir() -> Path:
+    """dist/ of the npm onnxruntime-web: under BOOK_LOCAL_ASSETS if set, else the repository's .assets/."""
+    value = os.environ.get("BOOK_LOCAL_ASSETS", "").strip()
+    root = Path(value).resolve() if value else HERE.parent / ".assets"
+    modules = root if root.name == "node_modules" else root / "node_modules"
+    return modules / ORT / "dist"
+
+
+def add_live_script(app, pagename, templatename, context, doctree) -> None:
+    """html-page-context: the live GPT's script, on the pages that hold a live section only."""
+    if LIVE_MARK in context.get("body", ""):
+        app.add_js_file(f"{LIVE}/{LIVE_JS}", loading_method="defer")
+        app.site_assets_live = True
+
+
+def copy_live(app) -> None:
+    """Copy the live GPT's script, models and runtime into _static/live/ (the pages with a section need them)."""
+    dest = Path(app.outdir) / "_static" / LIVE
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(HERE / LIVE_JS, dest / LIVE_JS)
+    for model in sorted(LIVE_MODELS.glob("*.onnx")) + sorted(LIVE_MODELS.glob("*.json")):
+        shutil.copy2(model, dest / model.name)
+    dist = ort_dir()
+    missing = [f for f in ORT_FILES if not (dist / f).is_file()]
+    if missing and getattr(app, "site_assets_live", False):
+        raise RuntimeError(f"the live GPT needs {', '.join(missing)} from npm's {ORT} in {dist}: "
+                           "run `bash tools/fetch_assets.sh`")
+    for name in ORT_FILES:
+        if (dist / name).is_file():
+            shutil.copy2(dist / name, dest / name)
+
+
 def copy_assets(app, exception) -> None:
     """build-finished: copy the paths script (and the local copies, if any) into _static/_vendor/."""
     if exception is not None or app.builder.format != "html":
@@ -83,6 +127,7 @@ def copy_assets(app, exception) -> None:
     dest = Path(app.outdir) / "_static" / VENDOR  # Sphinx puts relative js paths under _static/
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copy2(HERE / PATHS_JS, dest / PATHS_JS)
+    copy_live(app)
     modules = getattr(app, "site_assets_modules", None)
     if modules is None:
         return
@@ -97,5 +142,6 @@ def copy_assets(app, exception) -> None:
 
 def setup(app):
     app.connect("config-inited", configure)
+    app.connect("html-page-context", add_live_script)
     app.connect("build-finished", copy_assets)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -14,7 +14,7 @@ import ipywidgets as widgets
 
 from .plots import display_width, to_png
 
-__all__ = ["slider", "slider2", "has_stack"]
+__all__ = ["slider", "slider2", "has_stack", "bars_html"]
 
 MAX_FRAMES = 24
 
@@ -138,3 +138,27 @@ def slider2(values_a: Sequence, values_b: Sequence, draw: Callable, *,
     box = SliderBox([_row(ctrl_a, values_a, ia), _row(ctrl_b, values_b, ib), view])
     box._book_label = f"{descriptions[0] or 'a'} x {descriptions[1] or 'b'}: {len(grid) * len(grid[0])} frames"
     return box
+
+
+def bars_html(labels: Sequence[str], values: Sequence[float], outline: Optional[Sequence[float]] = None) -> str:
+    """Horizontal bars as HTML (for a widgets.HTML): one row per label, `values` in [0, 1] filled, `outline`
+    (optional, e.g. a distribution before a change) drawn as a frame on the same track, the value in percent."""
+    labels, values = list(labels), [float(v) for v in values]
+    outline = [float(v) for v in outline] if outline is not None else [None] * len(values)
+    if not len(labels) == len(values) == len(outline):
+        raise ValueError(f"labels, values and outline must have one entry each per bar, got {len(labels)}, "
+                         f"{len(values)} and {len(outline)}")
+    for v in values + [o for o in outline if o is not None]:
+        if not 0.0 <= v <= 1.0:
+            raise ValueError(f"bar values must lie in [0, 1], got {v}")
+    span = "position:absolute;left:0;top:0;height:100%;width:{:.1f}%;"
+    rows = []
+    for label, v, o in zip(labels, values, outline):
+        frame = "" if o is None else f"<span style='{span.format(100 * o)}border:1px solid #888;" \
+                                     "box-sizing:border-box'></span>"
+        rows.append("<div style='display:flex;align-items:center;gap:6px;font-size:12px;line-height:1.3'>"
+                    f"<code style='min-width:1.4em;text-align:center'>{html.escape(str(label))}</code>"
+                    "<span style='position:relative;flex:1;height:10px;min-width:160px'>"
+                    f"{frame}<span style='{span.format(100 * v)}background:rgba(31,119,180,0.8)'></span></span>"
+                    f"<span style='width:3.5em;text-align:right'>{100 * v:.1f}%</span></div>")
+    return "".join(rows)

@@ -24,6 +24,7 @@ LAYERS = [
     ("models", ["gpt", "bert", "seq2seq", "transformer"]),
     ("generation and training", ["generate", "train", "distributed"]),
     ("pre-training and fine-tuning", ["pretrain", "pretrained"]),
+    ("the trained model live: export, kernel widget", ["export", "live"]),
 ]
 
 

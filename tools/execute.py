@@ -13,6 +13,8 @@ values written into the markdown, the MyST kept as each cell's template, see too
 each chapter's wall time in chapters/_generated/runtimes.json and the tables runtimes.md and
 leaderboard.md there, that the intro and recap pages include, and each chapter's glued values in
 book/results/glue/<chapter>.json, where later chapters read them (book.data.recorded_glue).
+Chapter 7 also exports its trained GPT for the website's live section into book/results/live/ (book.export)
+when the notebooks are written; with --no-write it exports to a temporary folder, or to $BOOK_LIVE_DIR if set.
 """
 from __future__ import annotations
 
@@ -159,6 +161,8 @@ def main(argv=None) -> int:
     shared = ROOT.parent / "shared" / "data"
     if "BOOK_DATA_DIR" not in os.environ and shared.is_dir():
         os.environ["BOOK_DATA_DIR"] = str(shared)
+    if not args.no_write:   # chapter 7 exports its GPT for the website's live section (book.export.live_dir)
+        os.environ["BOOK_LIVE_DIR"] = str(ROOT / "book" / "results" / "live")
     import torch
     device = "cuda" if torch.cuda.is_available() and os.environ.get("BOOK_DEVICE", "cuda") == "cuda" else "cpu"
     runtimes = json.loads(RUNTIMES.read_text()) if RUNTIMES.exists() else {}

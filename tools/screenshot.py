@@ -4,11 +4,14 @@
     .venv/bin/python tools/screenshot.py chapters/intro chapters/01_next_token --full-page
     .venv/bin/python tools/screenshot.py chapters/01_next_token --selector slider --out docs/slider.png
     .venv/bin/python tools/screenshot.py chapters/01_next_token --selector slider --press End --scale 2
+    .venv/bin/python tools/screenshot.py chapters/07_training_gpt --selector .live-gpt --wait ".live-gpt-bar"
 
 PAGE is a page of the built site without .html (e.g. chapters/intro). The site (default _build/html)
 must be built first: `tools/build_book.py` (CDN assets: needs internet in the browser) or
 `tools/build_book.py --local-assets` (offline). `--selector slider` shots the first slider widget with
-its figure; any CSS selector works. Uses the system Chromium (apt-get install chromium), never a download.
+its figure; any CSS selector works. `--wait SELECTOR` waits, after scrolling to the element, until SELECTOR
+is on the page (e.g. the live GPT's bars, drawn once its model has loaded). Uses the system Chromium
+(apt-get install chromium), never a download.
 """
 from __future__ import annotations
 
@@ -76,10 +79,12 @@ def wait_ready(page, timeout_ms: int = 15000) -> bool:
 
 
 def shoot(site: Path, pages: list[str], out: Path, selector: str | None = None, full_page: bool = False,
-          width: int = 1280, height: int = 900, scale: float = 1.0, press: list[str] = ()) -> list[Path]:
+          width: int = 1280, height: int = 900, scale: float = 1.0, press: list[str] = (),
+          wait: str | None = None) -> list[Path]:
     """Screenshot each page (or its first `selector` match) to PNG files; return their paths.
 
-    `press`: keys pressed on the first slider of the page before the shot (e.g. ["End"]).
+    `press`: keys pressed on the first slider of the page before the shot (e.g. ["End"]). `wait`: a CSS selector
+    to wait for (30 s at most) once the element is in view.
     """
     from playwright.sync_api import sync_playwright
 
@@ -107,6 +112,9 @@ def shoot(site: Path, pages: list[str], out: Path, selector: str | None = None, 
                     if element.count() == 0:
                         raise RuntimeError(f"{name}: nothing matches {selector!r}")
                     element.scroll_into_view_if_needed()
+                    if wait:
+                        page.wait_for_selector(wait, timeout=30000)
+                        page.wait_for_timeout(300)
                     box = element.bounding_box()  # in the viewport
                     pad = 24  # some page around the element (labels may overhang its box)
                     x, y = max(box["x"] - pad, 0), max(box["y"] - pad, 0)
@@ -135,10 +143,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=float, default=1.0, help="device pixel ratio (2 for crisp README shots)")
     parser.add_argument("--press", nargs="*", default=[], metavar="KEY",
                         help="keys to press on the first slider before the shot, e.g. --press End")
+    parser.add_argument("--wait", metavar="SELECTOR", help="with --selector: wait for SELECTOR after scrolling there")
     args = parser.parse_args(argv)
     try:
         shoot(args.site, args.pages, args.out, args.selector, args.full_page, args.width, args.height,
-              args.scale, args.press)
+              args.scale, args.press, args.wait)
     except (RuntimeError, FileNotFoundError) as err:
         print(f"screenshot: {err}", file=sys.stderr)
         return 1
