@@ -1,0 +1,58 @@
+"""The course speedrun's entries, in the order they were submitted.
+
+Each entry is one recipe (book.train.GPTRecipe) and one line saying what it changes against the record it
+challenged. The first entry is record 0 by definition; every later one becomes a record only if the acceptance
+rule (rules.accept) says it beats the record standing when it was submitted, and otherwise stays in the
+negative-results log with its numbers. Entries are only ever appended: an entry's recipe may not change once its
+result is recorded (book/results/speedrun_<slug>.json keeps the recipe it ran; a test compares them).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from book.train import COURSE_CPU, GPTRecipe, NANOGPT_CPU
+
+__all__ = ["Entry", "ENTRIES", "entry", "result_name"]
+
+
+@dataclass(frozen=True)
+class Entry:
+    slug: str          # the command line's name for it, and its results' file name (speedrun_<slug with _>)
+    change: str        # what it changes against the record it challenges, in one line
+    recipe: GPTRecipe
+
+
+# Chapter 10's modern recipe as it was when the speedrun began (book.train.MODERN_CPU at commit 2f4a539): spelled
+# out here, so that a later change of MODERN_CPU cannot rewrite the history of record 2.
+MODERN_CH10 = dataclasses.replace(
+    COURSE_CPU, name="modern recipe", steps=400, warmup=10, weight_decay=0.0, positions="rope", norm="rms",
+    activation="swiglu", qk_norm=True, tie_weights=False, zero_init=True, logit_softcap=15.0, optimizer="muon",
+    muon_lr=0.05, schedule="wsd")
+
+
+def _modern(name: str, **change) -> GPTRecipe:
+    return dataclasses.replace(MODERN_CH10, name=name, **change)
+
+
+ENTRIES = [
+    Entry("nanogpt", "nanoGPT's CPU recipe: 4 layers x 128, batch 12, AdamW 1e-3, 2,000-step cosine (the baseline)",
+          NANOGPT_CPU),
+    Entry("course", "chapter 7's course recipe: 2 layers, batch 32, peak rate 8e-3 after 30 warmup steps, "
+                    "a 600-step cosine", COURSE_CPU),
+    Entry("modern", "chapter 10's modern recipe: RMSNorm, SwiGLU, RoPE, QK-norm, untied head, zero-init "
+                    "projections, soft-cap 15, Muon 0.05 on hidden matrices, WSD over 400 steps", MODERN_CH10),
+]
+
+
+def entry(slug: str) -> Entry:
+    """The entry named `slug`."""
+    for e in ENTRIES:
+        if e.slug == slug:
+            return e
+    raise ValueError(f"no speedrun entry {slug!r}; the entries are {[e.slug for e in ENTRIES]}")
+
+
+def result_name(slug: str) -> str:
+    """The recorded result's stem in book/results (book.results.read_rows(result_name(slug)))."""
+    return "speedrun_" + slug.replace("-", "_")

@@ -1,0 +1,98 @@
+"""The course speedrun (benchmarks/speedrun): its acceptance rule, its records table generated from the recorded
+results, and a smoke run of the current record's script (--quick, writes nothing)."""
+import dataclasses
+import math
+import sys
+from pathlib import Path
+
+import pytest
+from nbtools import quick_benchmark
+
+from book.train import MODERN_CPU
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks" / "speedrun"))
+import rules  # noqa: E402
+from entries import ENTRIES, MODERN_CH10, Entry, entry  # noqa: E402
+
+
+def test_t_distribution_tail_matches_tables():
+    assert rules.t_sf(0.0, 3) == pytest.approx(0.5)
+    assert rules.t_sf(1.0, 1) == pytest.approx(0.25, abs=1e-9)          # Cauchy: P(T > 1) = 1/4
+    assert rules.t_sf(2.015, 5) == pytest.approx(0.05, abs=5e-4)        # the t-table's one-sided 5 % points
+    assert rules.t_sf(2.920, 2) == pytest.approx(0.05, abs=5e-4)
+    assert rules.t_sf(6.965, 2) == pytest.approx(0.01, abs=1e-4)
+    assert rules.t_sf(-2.015, 5) == pytest.approx(0.95, abs=5e-4)
+    assert rules.t_sf(math.inf, 4) == 0.0
+    with pytest.raises(ValueError, match="df must be > 0"):
+        rules.t_sf(1.0, 0)
+
+
+def test_welch_p_is_small_for_a_clear_gain_and_a_half_for_none():
+    assert rules.welch_p([50, 51, 49], [100, 102, 98]) < 1e-3
+    assert rules.welch_p([10, 11, 9], [10, 11, 9]) == pytest.approx(0.5)
+    assert rules.welch_p([100, 102, 98], [50, 51, 49]) > 0.999
+    with pytest.raises(ValueError, match="at least 2 values a side"):
+        rules.welch_p([1.0], [1.0, 2.0])
+
+
+def test_accept_needs_every_seed_below_the_mean_and_the_t_test_and_three_seeds():
+    old = [100.0, 102.0, 98.0]
+    assert rules.accept([50, 51, 49], old).accepted
+    v = rules.accept([5.0] * 9 + [10.05], [10.0, 10.1, 9.9])       # p tiny, but one seed is no better
+    assert not v.accepted and v.p < 1e-4 and "worst seed 10.05" in v.reason
+    v = rules.accept([9.5, 9.6, 9.7], [10.0, 12.0, 8.0])            # every seed better, within the record's spread
+    assert not v.accepted and v.p > 0.05 and "Welch p" in v.reason
+    v = rules.accept([50, 51], old)
+    assert not v.accepted and "only 2 seeds" in v.reason
+    with pytest.raises(ValueError, match="the record needs at least 3 seeds"):
+        rules.accept([50, 51, 49], [100, 101])
+    with pytest.raises(ValueError, match="finite"):
+        rules.accept([50, float("nan"), 49], old)
+
+
+def _fake(slug, cpu, steps=(100, 100, 100)):
+    rows = [dict(cpu_s=str(c), steps=str(s), reached="True", last_val="1.88") for c, s in zip(cpu, steps)]
+    return rules.Result(Entry(slug, slug, MODERN_CH10), rows, {})
+
+
+def test_judge_walks_in_order_against_the_standing_record():
+    walk = rules.judge([_fake("a", [100, 101, 99]), _fake("b", [50, 51, 49]), _fake("c", [80, 81, 79]),
+                        _fake("d", [30, 31, 29], steps=(200, 201, 199))], "time")
+    assert [(r.entry.slug, n) for r, v, n in walk] == [("a", 0), ("b", 1), ("c", None), ("d", 2)]
+    assert "worst seed 81" in walk[2][1].reason                       # c beats a, but b was the record
+    steps = rules.judge([_fake("a", [1, 1, 1]), _fake("d", [1, 1, 1], steps=(200, 201, 199))], "steps")
+    assert steps[1][2] is None                                         # more steps: not a steps record
+    with pytest.raises(ValueError, match="track must be one of"):
+        rules.judge([], "wall")
+
+
+def test_entries_are_unique_and_begin_with_the_three_book_recipes():
+    slugs = [e.slug for e in ENTRIES]
+    assert len(set(slugs)) == len(slugs) and slugs[:3] == ["nanogpt", "course", "modern"]
+    assert entry("course").recipe.steps == 600
+    with pytest.raises(ValueError, match="no speedrun entry 'nope'"):
+        entry("nope")
+
+
+def test_each_recorded_result_ran_its_entrys_recipe_and_the_readme_is_generated_from_them():
+    results = [r for e in ENTRIES if (r := rules.load_result(e)) is not None]
+    for r in results:
+        assert r.prov["recipe"] == dataclasses.asdict(r.entry.recipe), f"{r.entry.slug}'s recipe changed"
+        assert len(r.rows) >= rules.MIN_SEEDS and r.prov["entry"] == r.entry.slug
+    assert (ROOT / "benchmarks" / "speedrun" / "README.md").read_text() == rules.readme(), \
+        "README.md is stale: run python benchmarks/speedrun/rules.py"
+
+
+def test_book_modern_recipe_is_the_current_time_record():
+    walk = rules.judge([r for e in ENTRIES if (r := rules.load_result(e)) is not None], "time")
+    records = [r.entry.recipe for r, v, n in walk if n is not None]
+    current = records[-1] if records else MODERN_CH10
+    if current.optimizer == "muon":      # a modern record: chapter 10's recipe is it (names aside)
+        assert dataclasses.replace(MODERN_CPU, name="") == dataclasses.replace(current, name="")
+
+
+def test_the_current_record_runs_quick_and_writes_nothing():
+    recorded = any(rules.load_result(e) is not None for e in ENTRIES)
+    stdout, last = quick_benchmark("speedrun/run.py", *(["--record", "current"] if recorded else ["modern"]))
+    assert last["seeds"] == "3" and float(last["cpu_s_mean"]) > 0 and "wrote" not in stdout
