@@ -96,3 +96,11 @@ def test_the_current_record_runs_quick_and_writes_nothing():
     recorded = any(rules.load_result(e) is not None for e in ENTRIES)
     stdout, last = quick_benchmark("speedrun/run.py", *(["--record", "current"] if recorded else ["modern"]))
     assert last["seeds"] == "3" and float(last["cpu_s_mean"]) > 0 and "wrote" not in stdout
+
+
+def test_step_profile_runs_quick_takes_a_step_apart_and_writes_nothing():
+    stdout, last = quick_benchmark("speedrun/step_profile.py", "--entries", "course")
+    assert float(last["course_ms"]) > 0 and "wrote" not in stdout
+    shares = [float(last[f"course_{k}"]) for k in ("forward", "backward", "optimizer")]
+    assert all(0 < s < 1 for s in shares) and sum(shares) <= 1.0
+    assert "part  forward: attention" in stdout and "op    aten::" in stdout
