@@ -16,7 +16,7 @@ trains it WARMUP steps with the book's loop (RecipeRun.advance, i.e. book.optim.
 All times are time.process_time (CPU time of this process) with torch.set_num_threads(1). Writes
 book/results/speedrun_profile.csv (recipe, section, name, ms_per_step, share = of the phase sum) and its
 provenance speedrun_profile.json (bench_common.record). The last line reads
-    <entry>_ms=<loop ms per step> ... <last entry>_forward=<share> <last entry>_backward=<share> <last entry>_optimizer=<share>
+    <entry>_ms=<loop ms per step> ... <last>_forward=<share> <last>_backward=<share> <last>_optimizer=<share>
 """
 from __future__ import annotations
 
@@ -127,9 +127,10 @@ def profile_entry(slug, data, steps: int, profiled: int, warmup: int):
                 rows.append(dict(recipe=slug, section="part", name=f"{kind}: {part}",
                                  ms_per_step=round(v / steps * 1e3, 3), share=round(v / total, 3)))
         rest = phases[kind] - measured
-        rows.append(dict(recipe=slug, section="part", name=f"{kind}: the rest", ms_per_step=round(rest / steps * 1e3, 3),
-                         share=round(rest / total, 3)))
-    rows += [dict(recipe=slug, section="op", name=a.key, ms_per_step=round(a.self_cpu_time_total / 1e3 / profiled, 3),
+        rows.append(dict(recipe=slug, section="part", name=f"{kind}: the rest",
+                         ms_per_step=round(rest / steps * 1e3, 3), share=round(rest / total, 3)))
+    rows += [dict(recipe=slug, section="op", name=a.key,
+                  ms_per_step=round(a.self_cpu_time_total / 1e3 / profiled, 3),
                   share=round(a.self_cpu_time_total / 1e6 / profiled / (total / steps), 3)) for a in ops]
     return rows
 
