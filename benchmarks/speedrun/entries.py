@@ -42,6 +42,13 @@ ENTRIES = [
                     "a 600-step cosine", COURSE_CPU),
     Entry("modern", "chapter 10's modern recipe: RMSNorm, SwiGLU, RoPE, QK-norm, untied head, zero-init "
                     "projections, soft-cap 15, Muon 0.05 on hidden matrices, WSD over 400 steps", MODERN_CH10),
+    # candidates against the modern recipe (submitted together; judged in this order)
+    Entry("modern-wsd250", "the modern recipe with a 250-step schedule (same peak; the decay runs from step 175)",
+          _modern("modern, 250-step WSD", steps=250)),
+    Entry("modern-relu2", "the modern recipe with ReLU^2 (4C wide, no gate) instead of SwiGLU",
+          _modern("modern, ReLU^2", activation="relu2")),
+    Entry("modern-cosine300", "the modern recipe with a 300-step cosine instead of WSD (same peak and warmup)",
+          _modern("modern, 300-step cosine", steps=300, schedule="cosine")),
 ]
 
 
