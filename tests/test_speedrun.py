@@ -104,3 +104,16 @@ def test_step_profile_runs_quick_takes_a_step_apart_and_writes_nothing():
     shares = [float(last[f"course_{k}"]) for k in ("forward", "backward", "optimizer")]
     assert all(0 < s < 1 for s in shares) and sum(shares) <= 1.0
     assert "part  forward: attention" in stdout and "op    aten::" in stdout
+
+
+def test_the_records_table_the_chapter_reads_is_the_rules_applied_to_the_results():
+    from book.results import RESULTS_DIR, read_rows
+
+    want = rules.record_rows()
+    if not want:
+        assert not (RESULTS_DIR / "speedrun_records.csv").exists()
+        return
+    got = read_rows("speedrun_records")
+    assert got == [{k: str(v) for k, v in row.items()} for row in want], \
+        "book/results/speedrun_records.csv is stale: run python benchmarks/speedrun/rules.py"
+    assert got[0]["entry"] == "nanogpt" and got[0]["time_record"] == "0"

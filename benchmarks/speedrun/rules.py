@@ -1,7 +1,10 @@
 """The course speedrun's rules as code: the acceptance test, the records it yields, and the README it writes.
 
-    python benchmarks/speedrun/rules.py          # rewrite benchmarks/speedrun/README.md from the recorded results
+    python benchmarks/speedrun/rules.py          # README.md and book/results/speedrun_records.csv from the results
     python benchmarks/speedrun/rules.py --check  # exit 1 if README.md is not what the results say
+
+book/results/speedrun_records.csv (provenance speedrun_records.json, bench_common.record) holds one row per
+recorded entry in submission order, with its numbers and both tracks' verdicts; chapter 10 reads it.
 
 The acceptance rule (`accept`), applied to one track at a time (CPU seconds to the target, or steps to it):
 an entry beats the standing record when
@@ -20,6 +23,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
@@ -34,7 +38,7 @@ from book.results import RESULTS_DIR, provenance, read_rows  # noqa: E402
 from entries import ENTRIES, Entry, result_name  # noqa: E402
 
 __all__ = ["ALPHA", "MIN_SEEDS", "TRACKS", "t_sf", "welch_p", "Verdict", "accept", "Result", "load_result",
-           "judge", "readme"]
+           "judge", "readme", "record_rows"]
 
 ALPHA = 0.05
 MIN_SEEDS = 3
@@ -270,10 +274,34 @@ def readme(results_dir: Optional[Path] = None) -> str:
     return "\n".join(lines)
 
 
+RECORD_FIELDS = ["order", "entry", "change", "seeds", "reached", "cpu_mean", "cpu_sd", "cpu_min", "cpu_max",
+                 "steps_mean", "steps_min", "steps_max", "time_record", "time_p", "time_verdict", "steps_record",
+                 "steps_p"]
+
+
+def record_rows(results_dir: Optional[Path] = None) -> List[dict]:
+    """One row per recorded entry, in submission order: its numbers and both tracks' verdicts (record number or
+    empty, the Welch p against the record standing then, and the reason)."""
+    results = [r for e in ENTRIES if (r := load_result(e, results_dir)) is not None]
+    rows = []
+    for i, ((r, tv, tn), (_, sv, sn)) in enumerate(zip(judge(results, "time"), judge(results, "steps"))):
+        cpu, steps = r.values("time"), r.values("steps")
+        m = sum(cpu) / len(cpu)
+        rows.append(dict(order=i, entry=r.entry.slug, change=r.entry.change, seeds=len(cpu), reached=r.reached,
+                         cpu_mean=round(m, 2), cpu_sd=round(math.sqrt(_mean_var(cpu)[1]), 2) if len(cpu) > 1 else 0,
+                         cpu_min=min(cpu), cpu_max=max(cpu), steps_mean=round(sum(steps) / len(steps), 1),
+                         steps_min=int(min(steps)), steps_max=int(max(steps)),
+                         time_record="" if tn is None else tn, time_p="" if tv is None else f"{tv.p:.3g}",
+                         time_verdict="record 0 (the baseline)" if tv is None else tv.reason,
+                         steps_record="" if sn is None else sn, steps_p="" if sv is None else f"{sv.p:.3g}"))
+    return rows
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--check", action="store_true", help="exit 1 if README.md differs from the generated text")
     args = p.parse_args(argv)
+    started = time.perf_counter()
     text, path = readme(), HERE / "README.md"
     if args.check:
         ok = path.is_file() and path.read_text() == text
@@ -281,6 +309,13 @@ def main(argv=None) -> int:
         return 0 if ok else 1
     path.write_text(text)
     print(f"wrote {path.relative_to(ROOT)}")
+    rows = record_rows()
+    if rows:
+        sys.path.insert(0, str(HERE.parent))
+        from bench_common import record
+
+        args.out = RESULTS_DIR / "speedrun_records.csv"
+        record("speedrun_records", rows, RECORD_FIELDS, args, [], started, __file__, argv)
     return 0
 
 
