@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from nbtools import quick_benchmark
 
 from book.train import MODERN_CPU
@@ -117,3 +118,46 @@ def test_the_records_table_the_chapter_reads_is_the_rules_applied_to_the_results
     assert got == [{k: str(v) for k, v in row.items()} for row in want], \
         "book/results/speedrun_records.csv is stale: run python benchmarks/speedrun/rules.py"
     assert got[0]["entry"] == "nanogpt" and got[0]["time_record"] == "0"
+
+
+def _tiny(**options):
+    from book.gpt import GPT, GPTConfig
+
+    torch.manual_seed(0)
+    return GPT(GPTConfig(11, context_len=8, d_model=16, n_heads=2, n_layers=2, **options))
+
+
+def test_probe_reads_the_attention_logits_ffn_activations_and_update_size():
+    from probes import Probe
+
+    model, idx = _tiny(), torch.randint(0, 11, (3, 8))
+    probe = Probe(model, idx)
+    first = probe(model)
+    assert len(first["attn_logit_max"]) == 2 and first["update_rel"] == 0.0
+    with torch.no_grad():                                   # the logits are linear in q: doubling q doubles them
+        model.blocks[0].attn.q_proj.weight.mul_(2)
+    doubled = probe(model)
+    assert doubled["attn_logit_max"][0] == pytest.approx(2 * first["attn_logit_max"][0], rel=1e-5)
+    assert doubled["update_rel"] > 0
+    with torch.no_grad():
+        model.blocks[1].attn.q_proj.weight.zero_()
+        model.blocks[1].ffn.up.weight.zero_()               # GELU(0) = 0: no activation
+    zeroed = probe(model)
+    assert zeroed["attn_logit_max"][1] == 0.0 and zeroed["ffn_act_rms"][1] == 0.0 and zeroed["ffn_act_max"][1] == 0.0
+    with pytest.raises(ValueError, match=r"\(B, T\) tensor of token ids"):
+        Probe(model, torch.zeros(3, 8))
+
+
+def test_probe_with_qk_norm_bounds_the_logits_and_serves_as_fits_eval_fn():
+    from probes import Probe
+
+    from book.optim import build_optimizer, fit
+
+    model, idx = _tiny(qk_norm=True, positions="rope", activation="swiglu"), torch.randint(0, 11, (3, 8))
+    with torch.no_grad():
+        model.blocks[0].attn.q_proj.weight.mul_(100)       # huge queries: QK-norm keeps every logit <= sqrt(d_head)
+    hist = fit(model, lambda: (idx, idx), optimizer=build_optimizer(model, lr=1e-3), steps=2, eval_fn=Probe(model, idx),
+               eval_every=1, progress=False, loss_fn=lambda m, b: m(b[0], b[1])[1])
+    assert [s for s, _ in hist.val] == [1, 2]
+    stats = hist.val[-1][1]
+    assert stats["attn_logit_max"][0] <= math.sqrt(8) * 1.01 and stats["update_rel"] > 0

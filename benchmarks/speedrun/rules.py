@@ -315,7 +315,8 @@ def main(argv=None) -> int:
         from bench_common import record
 
         args.out = RESULTS_DIR / "speedrun_records.csv"
-        record("speedrun_records", rows, RECORD_FIELDS, args, [], started, __file__, argv)
+        record("speedrun_records", rows, RECORD_FIELDS, args, [], started, __file__, argv,
+               extra={"alpha": ALPHA, "min_seeds": MIN_SEEDS})
     return 0
 
 
