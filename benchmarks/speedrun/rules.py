@@ -185,8 +185,8 @@ def _row(r: Result) -> str:
             f"{max(float(x['last_val']) for x in r.rows):.4f}")
 
 
-HEAD = ("| # | entry | change | seeds | CPU s to target: mean ± sd (min–max) | steps to target | val at stop |\n"
-        "|---|---|---|---|---|---|---|")
+HEAD = ("| # | entry | change | seeds | CPU s to target: mean ± sd (min–max) | steps to target | val at stop | "
+        "against the record before |\n|---|---|---|---|---|---|---|---|")
 
 INTRO = """# The course speedrun
 
@@ -246,12 +246,12 @@ def readme(results_dir: Optional[Path] = None) -> str:
     for r, v, n in time_walk:
         if n is not None and (v is None or v.accepted):
             ratio = (sum(r.values("time")) / len(r.rows)) / (sum(base) / len(base))
-            note = "" if v is None else f" (p = {v.p:.2g}; {ratio:.3f} of record 0's time)"
-            lines.append(f"| {n} | {_row(r)}{note} |")
+            note = "the baseline" if v is None else f"Welch p = {v.p:.2g}; {ratio:.3f} of record 0's time"
+            lines.append(f"| {n} | {_row(r)} | {note} |")
     lines += ["", "## Records (steps track)", "", HEAD]
     for r, v, n in steps_walk:
         if n is not None and (v is None or v.accepted):
-            lines.append(f"| {n} | {_row(r)}{'' if v is None else f' (p = {v.p:.2g})'} |")
+            lines.append(f"| {n} | {_row(r)} | {'the baseline' if v is None else f'Welch p = {v.p:.2g}'} |")
     lines += ["", "## Negative results (kept)", "",
               "Entries that did not beat the standing record on the time track, with their numbers and the reason.",
               ""]
