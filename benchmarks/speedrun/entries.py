@@ -49,6 +49,16 @@ ENTRIES = [
           _modern("modern, ReLU^2", activation="relu2")),
     Entry("modern-cosine300", "the modern recipe with a 300-step cosine instead of WSD (same peak and warmup)",
           _modern("modern, 300-step cosine", steps=300, schedule="cosine")),
+    # candidates against the record of the first batch (the 250-step WSD), submitted together after it
+    Entry("wsd250-muon0.08", "the 250-step WSD recipe with Muon's rate 0.08 instead of 0.05",
+          _modern("modern, 250-step WSD, Muon 0.08", steps=250, muon_lr=0.08)),
+    Entry("wsd250-learned-pos", "the 250-step WSD recipe with learned positions instead of RoPE (fewer small "
+                                "operations per step)",
+          _modern("modern, 250-step WSD, learned positions", steps=250, positions="learned")),
+    Entry("wsd200-decay50", "a 200-step WSD that decays over its second half (from step 100), same peak",
+          _modern("modern, 200-step WSD, decay over half", steps=200, decay_frac=0.5)),
+    Entry("wsd250-batch24", "the 250-step WSD recipe with batches of 24 windows instead of 32 (cheaper steps)",
+          _modern("modern, 250-step WSD, batch 24", steps=250, batch_size=24)),
 ]
 
 
