@@ -41,7 +41,7 @@ def test_accept_needs_every_seed_below_the_mean_and_the_t_test_and_three_seeds()
     old = [100.0, 102.0, 98.0]
     assert rules.accept([50, 51, 49], old).accepted
     v = rules.accept([5.0] * 9 + [10.05], [10.0, 10.1, 9.9])       # p tiny, but one seed is no better
-    assert not v.accepted and v.p < 1e-4 and "worst seed 10.05" in v.reason
+    assert not v.accepted and v.p < 1e-4 and "worst seed 10.05 is not below the record's mean 10.00" in v.reason
     v = rules.accept([9.5, 9.6, 9.7], [10.0, 12.0, 8.0])            # every seed better, within the record's spread
     assert not v.accepted and v.p > 0.05 and "Welch p" in v.reason
     v = rules.accept([50, 51], old)
@@ -60,8 +60,9 @@ def _fake(slug, cpu, steps=(100, 100, 100)):
 def test_judge_walks_in_order_against_the_standing_record():
     walk = rules.judge([_fake("a", [100, 101, 99]), _fake("b", [50, 51, 49]), _fake("c", [80, 81, 79]),
                         _fake("d", [30, 31, 29], steps=(200, 201, 199))], "time")
-    assert [(r.entry.slug, n) for r, v, n in walk] == [("a", 0), ("b", 1), ("c", None), ("d", 2)]
-    assert "worst seed 81" in walk[2][1].reason                       # c beats a, but b was the record
+    assert [(r.entry.slug, n, a) for r, v, n, a in walk] == [("a", 0, None), ("b", 1, "a"), ("c", None, "b"),
+                                                              ("d", 2, "b")]
+    assert "worst seed 81.00" in walk[2][1].reason                       # c beats a, but b was the record
     steps = rules.judge([_fake("a", [1, 1, 1]), _fake("d", [1, 1, 1], steps=(200, 201, 199))], "steps")
     assert steps[1][2] is None                                         # more steps: not a steps record
     with pytest.raises(ValueError, match="track must be one of"):
@@ -87,7 +88,7 @@ def test_each_recorded_result_ran_its_entrys_recipe_and_the_readme_is_generated_
 
 def test_book_modern_recipe_is_the_current_time_record():
     walk = rules.judge([r for e in ENTRIES if (r := rules.load_result(e)) is not None], "time")
-    records = [r.entry.recipe for r, v, n in walk if n is not None]
+    records = [r.entry.recipe for r, v, n, _ in walk if n is not None]
     current = records[-1] if records else MODERN_CH10
     if current.optimizer == "muon":      # a modern record: chapter 10's recipe is it (names aside)
         assert dataclasses.replace(MODERN_CPU, name="") == dataclasses.replace(current, name="")

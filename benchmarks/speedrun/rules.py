@@ -121,11 +121,11 @@ def accept(new: Sequence[float], old: Sequence[float], alpha: float = ALPHA, min
                        f"only {len(new)} seeds (at least {min_seeds} needed)")
     p, worst = welch_p(new, old), max(new)
     if worst >= old_mean:
-        return Verdict(False, p, worst, old_mean, f"its worst seed {worst:g} is not below the record's mean "
-                                                  f"{old_mean:g}")
+        return Verdict(False, p, worst, old_mean, f"its worst seed {worst:.2f} is not below the record's mean "
+                                                  f"{old_mean:.2f}")
     if not p < alpha:
         return Verdict(False, p, worst, old_mean, f"Welch p = {p:.3g} is not below {alpha}")
-    return Verdict(True, p, worst, old_mean, f"every seed below the record's mean {old_mean:g}; Welch p = {p:.2g}")
+    return Verdict(True, p, worst, old_mean, f"every seed below the record's mean {old_mean:.2f}; Welch p = {p:.2g}")
 
 
 @dataclass
@@ -151,20 +151,21 @@ def load_result(e: Entry, results_dir: Optional[Path] = None) -> Optional[Result
 
 
 def judge(results: Sequence[Result], track: str):
-    """Walk the results in submission order on one track: [(result, verdict or None, record number or None)].
-    The first result is record 0; each later one is judged against the record standing when it came."""
+    """Walk the results in submission order on one track: [(result, verdict or None, record number or None,
+    the slug of the record it was judged against or None)]. The first result is record 0; each later one is judged
+    against the record standing when it came."""
     if track not in TRACKS:
         raise ValueError(f"track must be one of {sorted(TRACKS)}, got {track!r}")
     out, record, number = [], None, -1
     for r in results:
         if record is None:
             record, number = r, 0
-            out.append((r, None, 0))
+            out.append((r, None, 0, None))
             continue
-        v = accept(r.values(track), record.values(track))
+        v, against = accept(r.values(track), record.values(track)), record.entry.slug
         if v.accepted:
             record, number = r, number + 1
-        out.append((r, v, number if v.accepted else None))
+        out.append((r, v, number if v.accepted else None, against))
     return out
 
 
@@ -243,27 +244,28 @@ def readme(results_dir: Optional[Path] = None) -> str:
     time_walk, steps_walk = judge(results, "time"), judge(results, "steps")
     base = results[0].values("time")
     lines += ["## Records (time track)", "", HEAD]
-    for r, v, n in time_walk:
+    for r, v, n, _ in time_walk:
         if n is not None and (v is None or v.accepted):
             ratio = (sum(r.values("time")) / len(r.rows)) / (sum(base) / len(base))
             note = "the baseline" if v is None else f"Welch p = {v.p:.2g}; {ratio:.3f} of record 0's time"
             lines.append(f"| {n} | {_row(r)} | {note} |")
     lines += ["", "## Records (steps track)", "", HEAD]
-    for r, v, n in steps_walk:
+    for r, v, n, _ in steps_walk:
         if n is not None and (v is None or v.accepted):
             lines.append(f"| {n} | {_row(r)} | {'the baseline' if v is None else f'Welch p = {v.p:.2g}'} |")
     lines += ["", "## Negative results (kept)", "",
               "Entries that did not beat the standing record on the time track, with their numbers and the reason.",
               ""]
-    negatives = [(r, v, s) for (r, v, n), (_, s, _) in zip(time_walk, steps_walk) if v is not None and n is None]
+    negatives = [(r, v, s, a) for (r, v, n, a), (_, s, _, _) in zip(time_walk, steps_walk)
+                 if v is not None and n is None]
     if not negatives:
         lines.append("None yet.")
     else:
         lines += ["| entry | change | seeds | CPU s to target | steps to target | val at stop | why not a record |",
                   "|---|---|---|---|---|---|---|"]
-        for r, v, s in negatives:
+        for r, v, s, against in negatives:
             steps_note = "; a record on the steps track" if s is not None and s.accepted else ""
-            lines.append(f"| {_row(r)} | {v.reason}{steps_note} |")
+            lines.append(f"| {_row(r)} | against `{against}` (Welch p = {v.p:.2g}): {v.reason}{steps_note} |")
     pending = [e.slug for e in ENTRIES if load_result(e, results_dir) is None]
     if pending:
         lines += ["", "Submitted but not yet run: " + ", ".join(f"`{s}`" for s in pending) + "."]
@@ -284,7 +286,7 @@ def record_rows(results_dir: Optional[Path] = None) -> List[dict]:
     empty, the Welch p against the record standing then, and the reason)."""
     results = [r for e in ENTRIES if (r := load_result(e, results_dir)) is not None]
     rows = []
-    for i, ((r, tv, tn), (_, sv, sn)) in enumerate(zip(judge(results, "time"), judge(results, "steps"))):
+    for i, ((r, tv, tn, ta), (_, sv, sn, _)) in enumerate(zip(judge(results, "time"), judge(results, "steps"))):
         cpu, steps = r.values("time"), r.values("steps")
         m = sum(cpu) / len(cpu)
         rows.append(dict(order=i, entry=r.entry.slug, change=r.entry.change, seeds=len(cpu), reached=r.reached,
@@ -292,7 +294,7 @@ def record_rows(results_dir: Optional[Path] = None) -> List[dict]:
                          cpu_min=min(cpu), cpu_max=max(cpu), steps_mean=round(sum(steps) / len(steps), 1),
                          steps_min=int(min(steps)), steps_max=int(max(steps)),
                          time_record="" if tn is None else tn, time_p="" if tv is None else f"{tv.p:.3g}",
-                         time_verdict="record 0 (the baseline)" if tv is None else tv.reason,
+                         time_verdict="record 0 (the baseline)" if tv is None else f"against {ta}: {tv.reason}",
                          steps_record="" if sn is None else sn, steps_p="" if sv is None else f"{sv.p:.3g}"))
     return rows
 

@@ -77,7 +77,7 @@ def _record_entry(which: str):
     import rules
 
     walk = rules.judge([r for e in ENTRIES if (r := rules.load_result(e)) is not None], "time")
-    records = [r.entry for r, v, n in walk if n is not None]
+    records = [r.entry for r, v, n, _ in walk if n is not None]
     if not records:
         raise SystemExit("no record is recorded yet: run an entry by name first")
     if which == "current":
