@@ -122,9 +122,9 @@ def accept(new: Sequence[float], old: Sequence[float], alpha: float = ALPHA, min
     p, worst = welch_p(new, old), max(new)
     if worst >= old_mean:
         return Verdict(False, p, worst, old_mean, f"its worst seed {worst:.2f} is not below the record's mean "
-                                                  f"{old_mean:.2f}")
+                                                  f"{old_mean:.2f} (Welch p = {p:.2g})")
     if not p < alpha:
-        return Verdict(False, p, worst, old_mean, f"Welch p = {p:.3g} is not below {alpha}")
+        return Verdict(False, p, worst, old_mean, f"Welch p = {p:.2g} is not below {alpha}")
     return Verdict(True, p, worst, old_mean, f"every seed below the record's mean {old_mean:.2f}; Welch p = {p:.2g}")
 
 
@@ -265,7 +265,7 @@ def readme(results_dir: Optional[Path] = None) -> str:
                   "|---|---|---|---|---|---|---|"]
         for r, v, s, against in negatives:
             steps_note = "; a record on the steps track" if s is not None and s.accepted else ""
-            lines.append(f"| {_row(r)} | against `{against}` (Welch p = {v.p:.2g}): {v.reason}{steps_note} |")
+            lines.append(f"| {_row(r)} | against `{against}`: {v.reason}{steps_note} |")
     pending = [e.slug for e in ENTRIES if load_result(e, results_dir) is None]
     if pending:
         lines += ["", "Submitted but not yet run: " + ", ".join(f"`{s}`" for s in pending) + "."]
