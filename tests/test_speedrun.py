@@ -9,12 +9,13 @@ import pytest
 import torch
 from nbtools import quick_benchmark
 
+from book.results import read_rows
 from book.train import MODERN_CPU
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks" / "speedrun"))
 import rules  # noqa: E402
-from entries import ENTRIES, MODERN_CH10, Entry, entry  # noqa: E402
+from entries import ENTRIES, MODERN_CH10, Entry, entry, result_name  # noqa: E402
 
 
 def test_t_distribution_tail_matches_tables():
@@ -52,8 +53,8 @@ def test_accept_needs_every_seed_below_the_mean_and_the_t_test_and_three_seeds()
         rules.accept([50, float("nan"), 49], old)
 
 
-def _fake(slug, cpu, steps=(100, 100, 100)):
-    rows = [dict(cpu_s=str(c), steps=str(s), reached="True", last_val="1.88") for c, s in zip(cpu, steps)]
+def _fake(slug, cpu, steps=(100, 100, 100), reached=True):
+    rows = [dict(cpu_s=str(c), steps=str(s), reached=str(reached), last_val="1.88") for c, s in zip(cpu, steps)]
     return rules.Result(Entry(slug, slug, MODERN_CH10), rows, {})
 
 
@@ -65,6 +66,8 @@ def test_judge_walks_in_order_against_the_standing_record():
     assert "worst seed 81.00" in walk[2][1].reason                       # c beats a, but b was the record
     steps = rules.judge([_fake("a", [1, 1, 1]), _fake("d", [1, 1, 1], steps=(200, 201, 199))], "steps")
     assert steps[1][2] is None                                         # more steps: not a steps record
+    cut = rules.judge([_fake("a", [100, 101, 99]), _fake("e", [20, 21, 19], reached=False)], "time")
+    assert cut[1][2] is None and "only 0 of its 3 seeds reached the target" in cut[1][1].reason
     with pytest.raises(ValueError, match="track must be one of"):
         rules.judge([], "wall")
 
@@ -72,6 +75,11 @@ def test_judge_walks_in_order_against_the_standing_record():
 def test_entries_are_unique_and_begin_with_the_three_book_recipes():
     slugs = [e.slug for e in ENTRIES]
     assert len(set(slugs)) == len(slugs) and slugs[:3] == ["nanogpt", "course", "modern"]
+    names = [result_name(s) for s in slugs]
+    assert len(set(names)) == len(names)
+    for name in names:                                       # a name book.results can read (no dots, no slashes)
+        with pytest.raises(FileNotFoundError):
+            read_rows(name, ROOT / "tests")
     assert entry("course").recipe.steps == 600
     with pytest.raises(ValueError, match="no speedrun entry 'nope'"):
         entry("nope")

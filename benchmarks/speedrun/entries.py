@@ -72,4 +72,4 @@ def entry(slug: str) -> Entry:
 
 def result_name(slug: str) -> str:
     """The recorded result's stem in book/results (book.results.read_rows(result_name(slug)))."""
-    return "speedrun_" + slug.replace("-", "_")
+    return "speedrun_" + slug.replace("-", "_").replace(".", "_")

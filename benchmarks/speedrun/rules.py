@@ -8,6 +8,7 @@ recorded entry in submission order, with its numbers and both tracks' verdicts; 
 
 The acceptance rule (`accept`), applied to one track at a time (CPU seconds to the target, or steps to it):
 an entry beats the standing record when
+  0. every one of its seeds reached the target (only record 0 may count a whole run instead);
   1. it has at least MIN_SEEDS seeds, and so has the record;
   2. every one of its seeds is below the record's mean (every seed agrees, as the book asks of any win); and
   3. a one-sided Welch t-test says its mean is below the record's at p < ALPHA.
@@ -163,6 +164,9 @@ def judge(results: Sequence[Result], track: str):
             out.append((r, None, 0, None))
             continue
         v, against = accept(r.values(track), record.values(track)), record.entry.slug
+        if v.accepted and r.reached < len(r.rows):   # a run cut off by its schedule is no record, however cheap
+            v = Verdict(False, v.p, v.worst, v.old_mean, f"only {r.reached} of its {len(r.rows)} seeds reached the "
+                                                         "target")
         if v.accepted:
             record, number = r, number + 1
         out.append((r, v, number if v.accepted else None, against))
@@ -222,10 +226,11 @@ beat the standing record by a stated rule over several seeds; unlike it, it runs
 
 ## The acceptance rule
 
-An entry becomes a record on a track when (1) it and the record have at least {min_seeds} seeds, (2) **every** seed
-of the entry is below the record's mean, and (3) a one-sided **Welch t-test** puts the entry's mean below the
-record's at **p < {alpha}**. Entries are judged in the order they were submitted, each against the record standing
-then; the rest go to the negative-results log with their numbers. Why both conditions, and why 0.05 rather than
+An entry becomes a record on a track when (0) every one of its seeds reached the target, (1) it and the record have
+at least {min_seeds} seeds, (2) **every** seed of the entry is below the record's mean, and (3) a one-sided **Welch
+t-test** puts the entry's mean below the record's at **p < {alpha}**. Entries are judged in the order they were
+submitted, each against the record standing then (entries submitted together are judged in their listed order); the
+rest go to the negative-results log with their numbers. Why both conditions, and why 0.05 rather than
 modded-nanoGPT's 0.01: `benchmarks/speedrun/rules.py` (`accept`, tested in `tests/test_speedrun.py`). The time track
 decides which recipe is the record; the steps track is judged by the same rule and listed beside it.
 """
