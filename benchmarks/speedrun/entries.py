@@ -59,7 +59,7 @@ ENTRIES = [
           _modern("modern, 200-step WSD, decay over half", steps=200, decay_frac=0.5)),
     Entry("wsd250-batch24", "the 250-step WSD recipe with batches of 24 windows instead of 32 (cheaper steps)",
           _modern("modern, 250-step WSD, batch 24", steps=250, batch_size=24)),
-    # candidates against the batch-24 record
+    # candidates built on the batch-24 entry (judged against the record standing after the batch above)
     Entry("b24-no-qknorm", "the batch-24 recipe without QK-norm (two norms fewer per layer and step)",
           _modern("modern, 250-step WSD, batch 24, no QK-norm", steps=250, batch_size=24, qk_norm=False)),
     Entry("b24-batch16-wsd300", "the batch-24 recipe with batches of 16 and a 300-step WSD (same peak)",
