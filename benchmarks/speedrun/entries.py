@@ -64,6 +64,10 @@ ENTRIES = [
           _modern("modern, 250-step WSD, batch 24, no QK-norm", steps=250, batch_size=24, qk_norm=False)),
     Entry("b24-batch16-wsd300", "the batch-24 recipe with batches of 16 and a 300-step WSD (same peak)",
           _modern("modern, 300-step WSD, batch 16", steps=300, batch_size=16)),
+    # against record 4 (the 200-step WSD decaying over half): its schedule shape with batches of 24, 230 steps
+    Entry("d50-batch24-wsd230", "record 4's schedule shape (decay over the second half) with batches of 24 and "
+                                "230 steps", _modern("modern, 230-step WSD decaying over half, batch 24", steps=230,
+                                                     batch_size=24, decay_frac=0.5)),
 ]
 
 
