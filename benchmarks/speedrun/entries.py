@@ -68,6 +68,9 @@ ENTRIES = [
     Entry("d50-batch24-wsd230", "record 4's schedule shape (decay over the second half) with batches of 24 and "
                                 "230 steps", _modern("modern, 230-step WSD decaying over half, batch 24", steps=230,
                                                      batch_size=24, decay_frac=0.5)),
+    Entry("d50-batch16-wsd360", "record 4's schedule shape with batches of 16 and 360 steps (batch 16 over 300 steps "
+                                "came close: 1.879-1.898)",
+          _modern("modern, 360-step WSD decaying over half, batch 16", steps=360, batch_size=16, decay_frac=0.5)),
 ]
 
 
