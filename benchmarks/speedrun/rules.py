@@ -184,14 +184,18 @@ def _steps_cell(r: Result) -> str:
     return cell if r.reached == len(r.rows) else f"{cell}, target reached by {r.reached} of {len(r.rows)} seeds"
 
 
+def _load(r: Result) -> str:
+    return f"{sum(float(x['wall_s']) for x in r.rows) / sum(r.values('time')):.1f}"
+
+
 def _row(r: Result) -> str:
     return (f"`{r.entry.slug}` | {r.entry.change} | {len(r.rows)} | {_stats(r.values('time'), '.1f')} | "
-            f"{_steps_cell(r)} | {min(float(x['last_val']) for x in r.rows):.4f}–"
+            f"{_load(r)} | {_steps_cell(r)} | {min(float(x['last_val']) for x in r.rows):.4f}–"
             f"{max(float(x['last_val']) for x in r.rows):.4f}")
 
 
-HEAD = ("| # | entry | change | seeds | CPU s to target: mean ± sd (min–max) | steps to target | val at stop | "
-        "against the record before |\n|---|---|---|---|---|---|---|---|")
+HEAD = ("| # | entry | change | seeds | CPU s to target: mean ± sd (min–max) | wall / CPU | steps to target | "
+        "val at stop | against the record before |\n|---|---|---|---|---|---|---|---|---|")
 
 INTRO = """# The course speedrun
 
@@ -217,11 +221,16 @@ beat the standing record by a stated rule over several seeds; unlike it, it runs
   once the loss is within {margin} nats of the target. A run stops at the first evaluation at or below the target.
   Evaluation is not timed.
 - **Two tracks.** *Time*: CPU seconds of the training steps (`time.process_time` around them, with
-  `torch.set_num_threads(1)`): the process's own CPU time, so another process on a shared machine barely changes it
-  (contention still costs a little through shared caches and memory bandwidth), unlike wall time, which doubles when
-  two processes share a core. *Steps*: the optimiser steps to the target, on the {fine}-step grid: independent of
-  the hardware (but not of the batch: an entry's tokens per step are in its recipe). A run that never reaches the
-  target counts its whole time and all its steps (this favours it); the table says how many seeds reached it.
+  `torch.set_num_threads(1)`): the process's own CPU time, which does not count the time other processes hold the
+  core (wall time doubles or triples then). It is **not** free of load, though: the same six entries recorded on
+  this 2-core machine under heavy load and again when it was idle took 13-26 % more CPU seconds under load (shared
+  caches, memory bandwidth, a sibling hyperthread). The column "wall / CPU" shows each entry's load (1.0: idle), and
+  a comparison between entries recorded under different loads is biased by up to that much; racing a candidate
+  against the standing record in one process, in turns (as `benchmarks/gpt_time_to_loss.py` does), would remove
+  the bias and is the next step for these rules. *Steps*: the optimiser steps to the target, on the {fine}-step
+  grid: independent of the hardware (but not of the batch: an entry's tokens per step are in its recipe). A run
+  that never reaches the target counts its whole time and all its steps (this favours it); the table says how many
+  seeds reached it.
 - **Seeds**: {seeds} per entry (1337, 1338, ...: initialisation and batches).
 
 ## The acceptance rule
@@ -266,8 +275,8 @@ def readme(results_dir: Optional[Path] = None) -> str:
     if not negatives:
         lines.append("None yet.")
     else:
-        lines += ["| entry | change | seeds | CPU s to target | steps to target | val at stop | why not a record |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += ["| entry | change | seeds | CPU s to target | wall / CPU | steps to target | val at stop | "
+                  "why not a record |", "|---|---|---|---|---|---|---|---|"]
         for r, v, s, against in negatives:
             steps_note = "; a record on the steps track" if s is not None and s.accepted else ""
             lines.append(f"| {_row(r)} | against `{against}`: {v.reason}{steps_note} |")
