@@ -1,0 +1,340 @@
+"""The course speedrun's rules as code: the acceptance test, the records it yields, and the README it writes.
+
+    python benchmarks/speedrun/rules.py          # README.md and book/results/speedrun_records.csv from the results
+    python benchmarks/speedrun/rules.py --check  # exit 1 if README.md is not what the results say
+
+book/results/speedrun_records.csv (provenance speedrun_records.json, bench_common.record) holds one row per
+recorded entry in submission order, with its numbers and both tracks' verdicts; chapter 10 reads it.
+
+The acceptance rule (`accept`), applied to one track at a time (CPU seconds to the target, or steps to it):
+an entry beats the standing record when
+  0. every one of its seeds reached the target (only record 0 may count a whole run instead);
+  1. it has at least MIN_SEEDS seeds, and so has the record;
+  2. every one of its seeds is below the record's mean (every seed agrees, as the book asks of any win); and
+  3. a one-sided Welch t-test says its mean is below the record's at p < ALPHA.
+Why both: with three seeds a side, a t-test alone can pass with a seed that is no better than the record, and the
+every-seed condition alone can pass on a difference the seeds' spread swallows. Why p < 0.05 and not
+modded-nanoGPT's 0.01: it asks for many runs on 8 GPUs; with three seeds a side (Welch's df about 2-4), p < 0.01
+needs a gain of about five spreads, which on a shared laptop CPU would reject every real but modest change. An
+entry that fails stays in the negative-results log with its numbers. Entries are judged in the order they were
+submitted (entries.ENTRIES), each against the record standing at that point.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+from book.results import RESULTS_DIR, provenance, read_rows  # noqa: E402
+from entries import ENTRIES, Entry, result_name  # noqa: E402
+
+__all__ = ["ALPHA", "MIN_SEEDS", "TRACKS", "t_sf", "welch_p", "Verdict", "accept", "Result", "load_result",
+           "judge", "readme", "record_rows"]
+
+ALPHA = 0.05
+MIN_SEEDS = 3
+TRACKS = {"time": ("cpu_s", "CPU seconds to the target"), "steps": ("steps", "steps to the target")}
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """The regularised incomplete beta function I_x(a, b) (continued fraction, Numerical Recipes' betacf)."""
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    if x > (a + 1) / (a + b + 2):
+        return 1.0 - _betainc(b, a, 1.0 - x)
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)) / a
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    f = d
+    for m in range(1, 300):
+        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            f *= c * d
+        if abs(c * d - 1.0) < 1e-14:
+            break
+    return front * f
+
+
+def t_sf(t: float, df: float) -> float:
+    """P(T > t) for Student's t with df degrees of freedom (df > 0; any real t)."""
+    if not df > 0:
+        raise ValueError(f"df must be > 0, got {df}")
+    if math.isinf(t):
+        return 0.0 if t > 0 else 1.0
+    tail = 0.5 * _betainc(df / 2, 0.5, df / (df + t * t))
+    return tail if t >= 0 else 1.0 - tail
+
+
+def _mean_var(xs: Sequence[float]):
+    m = sum(xs) / len(xs)
+    return m, sum((x - m) ** 2 for x in xs) / (len(xs) - 1)
+
+
+def welch_p(new: Sequence[float], old: Sequence[float]) -> float:
+    """One-sided Welch t-test: the p-value of "new's mean is below old's" (small p: new is lower)."""
+    if len(new) < 2 or len(old) < 2:
+        raise ValueError(f"a t-test needs at least 2 values a side, got {len(new)} and {len(old)}")
+    (mn, vn), (mo, vo) = _mean_var(new), _mean_var(old)
+    se2 = vn / len(new) + vo / len(old)
+    if se2 == 0:
+        return 0.0 if mn < mo else 1.0
+    t = (mo - mn) / math.sqrt(se2)
+    df = se2 ** 2 / ((vn / len(new)) ** 2 / (len(new) - 1) + (vo / len(old)) ** 2 / (len(old) - 1))
+    return t_sf(t, df)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    accepted: bool
+    p: float
+    worst: float        # the new entry's worst (largest) seed
+    old_mean: float
+    reason: str
+
+
+def accept(new: Sequence[float], old: Sequence[float], alpha: float = ALPHA, min_seeds: int = MIN_SEEDS) -> Verdict:
+    """Does `new` (one value per seed, lower is better) beat the record `old`? See the module's docstring."""
+    new, old = [float(v) for v in new], [float(v) for v in old]
+    if not all(math.isfinite(v) and v >= 0 for v in new + old):
+        raise ValueError(f"values must be finite and >= 0, got {new} and {old}")
+    if len(old) < min_seeds:
+        raise ValueError(f"the record needs at least {min_seeds} seeds, got {len(old)}")
+    old_mean = sum(old) / len(old)
+    if len(new) < min_seeds:
+        return Verdict(False, float("nan"), max(new, default=float("nan")), old_mean,
+                       f"only {len(new)} seeds (at least {min_seeds} needed)")
+    p, worst = welch_p(new, old), max(new)
+    if worst >= old_mean:
+        return Verdict(False, p, worst, old_mean, f"its worst seed {worst:.2f} is not below the record's mean "
+                                                  f"{old_mean:.2f} (Welch p = {p:.2g})")
+    if not p < alpha:
+        return Verdict(False, p, worst, old_mean, f"Welch p = {p:.2g} is not below {alpha}")
+    return Verdict(True, p, worst, old_mean, f"every seed below the record's mean {old_mean:.2f}; Welch p = {p:.2g}")
+
+
+@dataclass
+class Result:
+    entry: Entry
+    rows: List[Dict[str, str]]
+    prov: dict
+
+    def values(self, track: str) -> List[float]:
+        return [float(r[TRACKS[track][0]]) for r in self.rows]
+
+    @property
+    def reached(self) -> int:
+        return sum(r["reached"] == "True" for r in self.rows)
+
+
+def load_result(e: Entry, results_dir: Optional[Path] = None) -> Optional[Result]:
+    """The recorded result of entry `e` (book/results/speedrun_<slug>.csv/.json), or None if it was never run."""
+    name = result_name(e.slug)
+    if not (Path(results_dir or RESULTS_DIR) / f"{name}.csv").is_file():
+        return None
+    return Result(e, read_rows(name, results_dir), provenance(name, results_dir))
+
+
+def judge(results: Sequence[Result], track: str):
+    """Walk the results in submission order on one track: [(result, verdict or None, record number or None,
+    the slug of the record it was judged against or None)]. The first result is record 0; each later one is judged
+    against the record standing when it came."""
+    if track not in TRACKS:
+        raise ValueError(f"track must be one of {sorted(TRACKS)}, got {track!r}")
+    out, record, number = [], None, -1
+    for r in results:
+        if record is None:
+            record, number = r, 0
+            out.append((r, None, 0, None))
+            continue
+        v, against = accept(r.values(track), record.values(track)), record.entry.slug
+        if v.accepted and r.reached < len(r.rows):   # a run cut off by its schedule is no record, however cheap
+            v = Verdict(False, v.p, v.worst, v.old_mean, f"only {r.reached} of its {len(r.rows)} seeds reached the "
+                                                         "target")
+        if v.accepted:
+            record, number = r, number + 1
+        out.append((r, v, number if v.accepted else None, against))
+    return out
+
+
+def _stats(xs: Sequence[float], fmt: str) -> str:
+    m = sum(xs) / len(xs)
+    sd = math.sqrt(_mean_var(xs)[1]) if len(xs) > 1 else 0.0
+    return f"{m:{fmt}} ± {sd:{fmt}} ({min(xs):{fmt}}–{max(xs):{fmt}})"
+
+
+def _steps_cell(r: Result) -> str:
+    cell = _stats(r.values("steps"), ".0f")
+    return cell if r.reached == len(r.rows) else f"{cell}, target reached by {r.reached} of {len(r.rows)} seeds"
+
+
+def _load(r: Result) -> str:
+    return f"{sum(float(x['wall_s']) for x in r.rows) / sum(r.values('time')):.1f}"
+
+
+def _row(r: Result) -> str:
+    return (f"`{r.entry.slug}` | {r.entry.change} | {len(r.rows)} | {_stats(r.values('time'), '.1f')} | "
+            f"{_load(r)} | {_steps_cell(r)} | {min(float(x['last_val']) for x in r.rows):.4f}–"
+            f"{max(float(x['last_val']) for x in r.rows):.4f}")
+
+
+HEAD = ("| # | entry | change | seeds | CPU s to target: mean ± sd (min–max) | wall / CPU | steps to target | "
+        "val at stop | against the record before |\n|---|---|---|---|---|---|---|---|---|")
+
+INTRO = """# The course speedrun
+
+<!-- generated by benchmarks/speedrun/rules.py from book/results/speedrun_*.csv: do not edit by hand -->
+
+How fast can a character GPT reach validation loss **{target} nats** on Tiny Shakespeare, on one CPU thread? The
+target is the loss nanoGPT's own CPU recipe ends at after its 2,000 steps (`book.train.NANOGPT_CPU_FINAL_VAL`), so
+record 0 is that recipe. Like modded-nanoGPT's speedrun, every record changes one thing (or one recipe) and has to
+beat the standing record by a stated rule over several seeds; unlike it, it runs on a laptop CPU in minutes.
+
+    python benchmarks/speedrun/run.py modern           # one entry, {seeds} seeds (about a minute each)
+    python benchmarks/speedrun/run.py --record current # the current record
+    python benchmarks/speedrun/run.py --list           # the entries
+    python benchmarks/speedrun/rules.py                # this README, from the recorded results
+
+## What is fixed
+
+- **Data**: the book's Tiny Shakespeare, its split (`book.data.shakespeare_split`: the first 90 % trains) and its
+  65-character tokenizer. Every entry trains with `book.train.RecipeRun`, i.e. the book's one training loop
+  (`book.optim.fit`), on random windows drawn with the seed's generator.
+- **Evaluation**: {windows:,} fixed validation windows of the entry's context (`book.train.evaluate_lm`, generator
+  seed 1234; the same windows as `benchmarks/gpt_time_to_loss.py`), every {coarse} steps, and every {fine} steps
+  once the loss is within {margin} nats of the target. A run stops at the first evaluation at or below the target.
+  Evaluation is not timed.
+- **Two tracks.** *Time*: CPU seconds of the training steps (`time.process_time` around them, with
+  `torch.set_num_threads(1)`): the process's own CPU time, which does not count the time other processes hold the
+  core (wall time doubles or triples then). It is **not** free of load, though: the same six entries recorded on
+  this 2-core machine under heavy load and again when it was idle took 13-26 % more CPU seconds under load (shared
+  caches, memory bandwidth, a sibling hyperthread). The column "wall / CPU" shows each entry's load (1.0: idle), and
+  a comparison between entries recorded under different loads is biased by up to that much; racing a candidate
+  against the standing record in one process, in turns (as `benchmarks/gpt_time_to_loss.py` does), would remove
+  the bias and is the next step for these rules. *Steps*: the optimiser steps to the target, on the {fine}-step
+  grid: independent of the hardware (but not of the batch: an entry's tokens per step are in its recipe). A run
+  that never reaches the target counts its whole time and all its steps (this favours it); the table says how many
+  seeds reached it.
+- **Seeds**: {seeds} per entry (1337, 1338, ...: initialisation and batches).
+
+## The acceptance rule
+
+An entry becomes a record on a track when (0) every one of its seeds reached the target, (1) it and the record have
+at least {min_seeds} seeds, (2) **every** seed of the entry is below the record's mean, and (3) a one-sided **Welch
+t-test** puts the entry's mean below the record's at **p < {alpha}**. Entries are judged in the order they were
+submitted, each against the record standing then (entries submitted together are judged in their listed order); the
+rest go to the negative-results log with their numbers. Why both conditions, and why 0.05 rather than
+modded-nanoGPT's 0.01: `benchmarks/speedrun/rules.py` (`accept`, tested in `tests/test_speedrun.py`). The time track
+decides which recipe is the record; the steps track is judged by the same rule and listed beside it.
+"""
+
+
+def readme(results_dir: Optional[Path] = None) -> str:
+    """The README's text, generated from the entries and their recorded results."""
+    sys.path.insert(0, str(HERE))
+    import run   # the measurement's constants (the same module that recorded the results)
+
+    results = [r for e in ENTRIES if (r := load_result(e, results_dir)) is not None]
+    lines = [INTRO.format(target=run.TARGET, seeds=run.SEEDS, windows=run.EVAL_BATCHES * run.EVAL_BATCH,
+                          coarse=run.COARSE, fine=run.FINE, margin=run.MARGIN, min_seeds=MIN_SEEDS, alpha=ALPHA)]
+    if not results:
+        return "\n".join(lines + ["No entry has been recorded yet.\n"])
+    time_walk, steps_walk = judge(results, "time"), judge(results, "steps")
+    base = results[0].values("time")
+    lines += ["## Records (time track)", "", HEAD]
+    for r, v, n, _ in time_walk:
+        if n is not None and (v is None or v.accepted):
+            ratio = (sum(r.values("time")) / len(r.rows)) / (sum(base) / len(base))
+            note = "the baseline" if v is None else f"Welch p = {v.p:.2g}; {ratio:.3f} of record 0's time"
+            lines.append(f"| {n} | {_row(r)} | {note} |")
+    lines += ["", "## Records (steps track)", "", HEAD]
+    for r, v, n, _ in steps_walk:
+        if n is not None and (v is None or v.accepted):
+            lines.append(f"| {n} | {_row(r)} | {'the baseline' if v is None else f'Welch p = {v.p:.2g}'} |")
+    lines += ["", "## Negative results (kept)", "",
+              "Entries that did not beat the standing record on the time track, with their numbers and the reason.",
+              ""]
+    negatives = [(r, v, s, a) for (r, v, n, a), (_, s, _, _) in zip(time_walk, steps_walk)
+                 if v is not None and n is None]
+    if not negatives:
+        lines.append("None yet.")
+    else:
+        lines += ["| entry | change | seeds | CPU s to target | wall / CPU | steps to target | val at stop | "
+                  "why not a record |", "|---|---|---|---|---|---|---|---|"]
+        for r, v, s, against in negatives:
+            steps_note = "; a record on the steps track" if s is not None and s.accepted else ""
+            lines.append(f"| {_row(r)} | against `{against}`: {v.reason}{steps_note} |")
+    pending = [e.slug for e in ENTRIES if load_result(e, results_dir) is None]
+    if pending:
+        lines += ["", "Submitted but not yet run: " + ", ".join(f"`{s}`" for s in pending) + "."]
+    first = results[0].prov
+    lines += ["", f"Measured on {first['cpu']} ({first['cpu_cores']} cores, shared with other work), torch "
+                  f"{first['torch']}; each entry's provenance (command, commit, date, wall time) is in "
+                  f"`book/results/speedrun_<entry>.json`.", ""]
+    return "\n".join(lines)
+
+
+RECORD_FIELDS = ["order", "entry", "change", "seeds", "reached", "cpu_mean", "cpu_sd", "cpu_min", "cpu_max",
+                 "steps_mean", "steps_min", "steps_max", "time_record", "time_p", "time_verdict", "steps_record",
+                 "steps_p"]
+
+
+def record_rows(results_dir: Optional[Path] = None) -> List[dict]:
+    """One row per recorded entry, in submission order: its numbers and both tracks' verdicts (record number or
+    empty, the Welch p against the record standing then, and the reason)."""
+    results = [r for e in ENTRIES if (r := load_result(e, results_dir)) is not None]
+    rows = []
+    for i, ((r, tv, tn, ta), (_, sv, sn, _)) in enumerate(zip(judge(results, "time"), judge(results, "steps"))):
+        cpu, steps = r.values("time"), r.values("steps")
+        m = sum(cpu) / len(cpu)
+        rows.append(dict(order=i, entry=r.entry.slug, change=r.entry.change, seeds=len(cpu), reached=r.reached,
+                         cpu_mean=round(m, 2), cpu_sd=round(math.sqrt(_mean_var(cpu)[1]), 2) if len(cpu) > 1 else 0,
+                         cpu_min=min(cpu), cpu_max=max(cpu), steps_mean=round(sum(steps) / len(steps), 1),
+                         steps_min=int(min(steps)), steps_max=int(max(steps)),
+                         time_record="" if tn is None else tn, time_p="" if tv is None else f"{tv.p:.3g}",
+                         time_verdict="record 0 (the baseline)" if tv is None else f"against {ta}: {tv.reason}",
+                         steps_record="" if sn is None else sn, steps_p="" if sv is None else f"{sv.p:.3g}"))
+    return rows
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--check", action="store_true", help="exit 1 if README.md differs from the generated text")
+    args = p.parse_args(argv)
+    started = time.perf_counter()
+    text, path = readme(), HERE / "README.md"
+    if args.check:
+        ok = path.is_file() and path.read_text() == text
+        print("README.md is up to date" if ok else "README.md is stale: run python benchmarks/speedrun/rules.py")
+        return 0 if ok else 1
+    path.write_text(text)
+    print(f"wrote {path.relative_to(ROOT)}")
+    rows = record_rows()
+    if rows:
+        sys.path.insert(0, str(HERE.parent))
+        from bench_common import record
+
+        args.out = RESULTS_DIR / "speedrun_records.csv"
+        record("speedrun_records", rows, RECORD_FIELDS, args, [], started, __file__, argv,
+               extra={"alpha": ALPHA, "min_seeds": MIN_SEEDS})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

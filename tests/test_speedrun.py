@@ -1,0 +1,172 @@
+"""The course speedrun (benchmarks/speedrun): its acceptance rule, its records table generated from the recorded
+results, and a smoke run of the current record's script (--quick, writes nothing)."""
+import dataclasses
+import math
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from nbtools import quick_benchmark
+
+from book.results import read_rows
+from book.train import MODERN_CPU
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks" / "speedrun"))
+import rules  # noqa: E402
+from entries import ENTRIES, MODERN_CH10, Entry, entry, result_name  # noqa: E402
+
+
+def test_t_distribution_tail_matches_tables():
+    assert rules.t_sf(0.0, 3) == pytest.approx(0.5)
+    assert rules.t_sf(1.0, 1) == pytest.approx(0.25, abs=1e-9)          # Cauchy: P(T > 1) = 1/4
+    assert rules.t_sf(2.015, 5) == pytest.approx(0.05, abs=5e-4)        # the t-table's one-sided 5 % points
+    assert rules.t_sf(2.920, 2) == pytest.approx(0.05, abs=5e-4)
+    assert rules.t_sf(6.965, 2) == pytest.approx(0.01, abs=1e-4)
+    assert rules.t_sf(-2.015, 5) == pytest.approx(0.95, abs=5e-4)
+    assert rules.t_sf(math.inf, 4) == 0.0
+    with pytest.raises(ValueError, match="df must be > 0"):
+        rules.t_sf(1.0, 0)
+
+
+def test_welch_p_is_small_for_a_clear_gain_and_a_half_for_none():
+    assert rules.welch_p([50, 51, 49], [100, 102, 98]) < 1e-3
+    assert rules.welch_p([10, 11, 9], [10, 11, 9]) == pytest.approx(0.5)
+    assert rules.welch_p([100, 102, 98], [50, 51, 49]) > 0.999
+    with pytest.raises(ValueError, match="at least 2 values a side"):
+        rules.welch_p([1.0], [1.0, 2.0])
+
+
+def test_accept_needs_every_seed_below_the_mean_and_the_t_test_and_three_seeds():
+    old = [100.0, 102.0, 98.0]
+    assert rules.accept([50, 51, 49], old).accepted
+    v = rules.accept([5.0] * 9 + [10.05], [10.0, 10.1, 9.9])       # p tiny, but one seed is no better
+    assert not v.accepted and v.p < 1e-4 and "worst seed 10.05 is not below the record's mean 10.00" in v.reason
+    v = rules.accept([9.5, 9.6, 9.7], [10.0, 12.0, 8.0])            # every seed better, within the record's spread
+    assert not v.accepted and v.p > 0.05 and "Welch p" in v.reason
+    v = rules.accept([50, 51], old)
+    assert not v.accepted and "only 2 seeds" in v.reason
+    with pytest.raises(ValueError, match="the record needs at least 3 seeds"):
+        rules.accept([50, 51, 49], [100, 101])
+    with pytest.raises(ValueError, match="finite"):
+        rules.accept([50, float("nan"), 49], old)
+
+
+def _fake(slug, cpu, steps=(100, 100, 100), reached=True):
+    rows = [dict(cpu_s=str(c), steps=str(s), reached=str(reached), last_val="1.88") for c, s in zip(cpu, steps)]
+    return rules.Result(Entry(slug, slug, MODERN_CH10), rows, {})
+
+
+def test_judge_walks_in_order_against_the_standing_record():
+    walk = rules.judge([_fake("a", [100, 101, 99]), _fake("b", [50, 51, 49]), _fake("c", [80, 81, 79]),
+                        _fake("d", [30, 31, 29], steps=(200, 201, 199))], "time")
+    assert [(r.entry.slug, n, a) for r, v, n, a in walk] == [("a", 0, None), ("b", 1, "a"), ("c", None, "b"),
+                                                              ("d", 2, "b")]
+    assert "worst seed 81.00" in walk[2][1].reason                       # c beats a, but b was the record
+    steps = rules.judge([_fake("a", [1, 1, 1]), _fake("d", [1, 1, 1], steps=(200, 201, 199))], "steps")
+    assert steps[1][2] is None                                         # more steps: not a steps record
+    cut = rules.judge([_fake("a", [100, 101, 99]), _fake("e", [20, 21, 19], reached=False)], "time")
+    assert cut[1][2] is None and "only 0 of its 3 seeds reached the target" in cut[1][1].reason
+    with pytest.raises(ValueError, match="track must be one of"):
+        rules.judge([], "wall")
+
+
+def test_entries_are_unique_and_begin_with_the_three_book_recipes():
+    slugs = [e.slug for e in ENTRIES]
+    assert len(set(slugs)) == len(slugs) and slugs[:3] == ["nanogpt", "course", "modern"]
+    names = [result_name(s) for s in slugs]
+    assert len(set(names)) == len(names)
+    for name in names:                                       # a name book.results can read (no dots, no slashes)
+        with pytest.raises(FileNotFoundError):
+            read_rows(name, ROOT / "tests")
+    assert entry("course").recipe.steps == 600
+    with pytest.raises(ValueError, match="no speedrun entry 'nope'"):
+        entry("nope")
+
+
+def test_each_recorded_result_ran_its_entrys_recipe_and_the_readme_is_generated_from_them():
+    results = [r for e in ENTRIES if (r := rules.load_result(e)) is not None]
+    for r in results:
+        assert r.prov["recipe"] == dataclasses.asdict(r.entry.recipe), f"{r.entry.slug}'s recipe changed"
+        assert len(r.rows) >= rules.MIN_SEEDS and r.prov["entry"] == r.entry.slug
+    assert (ROOT / "benchmarks" / "speedrun" / "README.md").read_text() == rules.readme(), \
+        "README.md is stale: run python benchmarks/speedrun/rules.py"
+
+
+def test_book_modern_recipe_is_the_current_time_record():
+    walk = rules.judge([r for e in ENTRIES if (r := rules.load_result(e)) is not None], "time")
+    records = [r.entry.recipe for r, v, n, _ in walk if n is not None]
+    current = records[-1] if records else MODERN_CH10
+    if current.optimizer == "muon":      # a modern record: chapter 10's recipe is it (names aside)
+        assert dataclasses.replace(MODERN_CPU, name="") == dataclasses.replace(current, name="")
+
+
+def test_the_current_record_runs_quick_and_writes_nothing():
+    recorded = any(rules.load_result(e) is not None for e in ENTRIES)
+    stdout, last = quick_benchmark("speedrun/run.py", *(["--record", "current"] if recorded else ["modern"]))
+    assert last["seeds"] == "3" and float(last["cpu_s_mean"]) > 0 and "wrote" not in stdout
+
+
+def test_step_profile_runs_quick_takes_a_step_apart_and_writes_nothing():
+    stdout, last = quick_benchmark("speedrun/step_profile.py", "--entries", "course")
+    assert float(last["course_ms"]) > 0 and "wrote" not in stdout
+    shares = [float(last[f"course_{k}"]) for k in ("forward", "backward", "optimizer")]
+    assert all(0 < s < 1 for s in shares) and sum(shares) <= 1.0
+    assert "part  forward: attention" in stdout and "op    aten::" in stdout
+
+
+def test_the_records_table_the_chapter_reads_is_the_rules_applied_to_the_results():
+    from book.results import RESULTS_DIR, read_rows
+
+    want = rules.record_rows()
+    if not want:
+        assert not (RESULTS_DIR / "speedrun_records.csv").exists()
+        return
+    got = read_rows("speedrun_records")
+    assert got == [{k: str(v) for k, v in row.items()} for row in want], \
+        "book/results/speedrun_records.csv is stale: run python benchmarks/speedrun/rules.py"
+    assert got[0]["entry"] == "nanogpt" and got[0]["time_record"] == "0"
+
+
+def _tiny(**options):
+    from book.gpt import GPT, GPTConfig
+
+    torch.manual_seed(0)
+    return GPT(GPTConfig(11, context_len=8, d_model=16, n_heads=2, n_layers=2, **options))
+
+
+def test_probe_reads_the_attention_logits_ffn_activations_and_update_size():
+    from probes import Probe
+
+    model, idx = _tiny(), torch.randint(0, 11, (3, 8))
+    probe = Probe(model, idx)
+    first = probe(model)
+    assert len(first["attn_logit_max"]) == 2 and first["update_rel"] == 0.0
+    with torch.no_grad():                                   # the logits are linear in q: doubling q doubles them
+        model.blocks[0].attn.q_proj.weight.mul_(2)
+    doubled = probe(model)
+    assert doubled["attn_logit_max"][0] == pytest.approx(2 * first["attn_logit_max"][0], rel=1e-5)
+    assert doubled["update_rel"] > 0
+    with torch.no_grad():
+        model.blocks[1].attn.q_proj.weight.zero_()
+        model.blocks[1].ffn.up.weight.zero_()               # GELU(0) = 0: no activation
+    zeroed = probe(model)
+    assert zeroed["attn_logit_max"][1] == 0.0 and zeroed["ffn_act_rms"][1] == 0.0 and zeroed["ffn_act_max"][1] == 0.0
+    with pytest.raises(ValueError, match=r"\(B, T\) tensor of token ids"):
+        Probe(model, torch.zeros(3, 8))
+
+
+def test_probe_with_qk_norm_bounds_the_logits_and_serves_as_fits_eval_fn():
+    from probes import Probe
+
+    from book.optim import build_optimizer, fit
+
+    model, idx = _tiny(qk_norm=True, positions="rope", activation="swiglu"), torch.randint(0, 11, (3, 8))
+    with torch.no_grad():
+        model.blocks[0].attn.q_proj.weight.mul_(100)       # huge queries: QK-norm keeps every logit <= sqrt(d_head)
+    hist = fit(model, lambda: (idx, idx), optimizer=build_optimizer(model, lr=1e-3), steps=2, eval_fn=Probe(model, idx),
+               eval_every=1, progress=False, loss_fn=lambda m, b: m(b[0], b[1])[1])
+    assert [s for s, _ in hist.val] == [1, 2]
+    stats = hist.val[-1][1]
+    assert stats["attn_logit_max"][0] <= math.sqrt(8) * 1.01 and stats["update_rel"] > 0
