@@ -19,7 +19,7 @@ from book.checks import positive_int, positive_number
 
 __all__ = ["RESULTS_DIR", "read_rows", "provenance", "sha256_of", "regenerate_command", "stale_reason",
            "budget_summary", "budget_table", "leaderboard_bpc", "left_plateau",
-           "seed_curves", "seed_span", "seed_verdict"]
+           "seed_curves", "seed_span", "seed_verdict", "ladder_best", "range_verdict"]
 
 # the recorded tables, shipped with the package (pyproject's package-data: results/*.csv, results/*.json)
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -131,6 +131,70 @@ def seed_verdict(a: str, va, b: str, vb, verb: str = "scores higher than") -> st
     if not any(wins):
         return f"{b} {verb} {a} in every seed"
     return f"{a} and {b} are not separated (the seeds disagree)"
+
+
+def _truth(v) -> bool:
+    if isinstance(v, str):
+        if v not in ("True", "False"):
+            raise ValueError(f"reached must be True or False, got {v!r}")
+        return v == "True"
+    return bool(v)
+
+
+def ladder_best(rows) -> Dict[str, dict]:
+    """A rate-swept ladder's runs (rows with rung, rate, seed, reached, steps, last_val; text or numbers, e.g.
+    book/results/modern_ladder.csv) -> per rung, in the rows' order, its best rate and that rate's seeds. Chapter 10.
+
+    The best rate has the most seeds at the target, then the fewest mean steps, then the lowest mean last loss: the
+    same rule for every rung. Each value: {"rate", "seeds" (how many), "reached" (how many), "steps" and "last_val"
+    (per seed, in seed order; steps None where the target was not reached), "edge" (the best rate is the lowest
+    or the highest tried), "by_rate": {rate: (reached, mean steps of the runs that reached or None, mean last)}}."""
+    groups: Dict[str, Dict[float, list]] = {}
+    for r in rows:
+        missing = {"rung", "rate", "seed", "reached", "steps", "last_val"} - set(r)
+        if missing:
+            raise ValueError("each row must hold rung, rate, seed, reached, steps and last_val; "
+                             f"missing {sorted(missing)}")
+        groups.setdefault(r["rung"], {}).setdefault(float(r["rate"]), []).append(
+            (int(r["seed"]), _truth(r["reached"]), int(r["steps"]), float(r["last_val"])))
+    out = {}
+    for rung, rates in groups.items():
+        by_rate, score = {}, {}
+        for rate, runs in rates.items():
+            runs.sort()
+            hit = [s for _, ok, s, _ in runs if ok]
+            last = sum(v for *_, v in runs) / len(runs)
+            by_rate[rate] = (len(hit), sum(hit) / len(hit) if hit else None, last)
+            score[rate] = (-len(hit), sum(hit) / len(hit) if len(hit) == len(runs) else float("inf"),
+                           last if last == last else float("inf"))          # a diverged run's nan ranks last
+        rate = min(score, key=score.get)
+        runs = rates[rate]
+        out[rung] = dict(rate=rate, seeds=len(runs), reached=sum(ok for _, ok, *_ in runs),
+                         steps=[s if ok else None for _, ok, s, _ in runs], last_val=[v for *_, v in runs],
+                         edge=len(rates) > 1 and rate in (min(rates), max(rates)),
+                         by_rate=dict(sorted(by_rate.items())))
+    return out
+
+
+def range_verdict(new, old) -> str:
+    """Two configurations' per-seed costs to a target (steps or seconds; None = never reached; lower is better) ->
+    "pays" when every seed of `new` beats every seed of `old` (or only `new` always reaches the target), "costs" in
+    the reverse case, else "within the spread". A difference counts only beyond the seeds' spread. Chapter 10."""
+    new, old = list(new), list(old)
+    if not new or not old:
+        raise ValueError(f"need at least one seed on each side, got {len(new)} and {len(old)}")
+    miss_new, miss_old = sum(v is None for v in new), sum(v is None for v in old)
+    if miss_new or miss_old:
+        if miss_new == 0:
+            return "pays"
+        if miss_old == 0:
+            return "costs"
+        return "within the spread"
+    if max(new) < min(old):
+        return "pays"
+    if min(new) > max(old):
+        return "costs"
+    return "within the spread"
 
 
 def _budget_label(seconds: float) -> str:

@@ -48,9 +48,8 @@ def test_modern_ladder_adds_one_change_per_rung():
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     fields = dict(kv.split("=") for kv in out.stdout.strip().splitlines()[-1].split())
-    assert int(fields["rungs"]) == len(rungs) - 1
-    # the seconds are printed to 0.01 s, and a quick run's are tiny: the ratio must lie within their rounding
-    ratio, last, first = (float(fields[k]) for k in ("last_ratio", "last_s", "first_s"))
-    assert (last - 0.005) / (first + 0.005) - 5e-4 <= ratio <= (last + 0.005) / max(first - 0.005, 1e-9) + 5e-4
+    assert int(fields["rungs"]) == len(rungs) - 1 and int(fields["runs"]) == len(rungs)   # --quick: 1 rate, 1 seed
+    assert 0 < float(fields["first_steps"]) <= 12 and 0 < float(fields["last_steps"]) <= 12
+    assert "cost chapter 7 recipe" in out.stdout and "best rate" in out.stdout
 
 
