@@ -83,12 +83,13 @@ def _jsonable(v):
 
 
 def record(name: str, rows, fields, args: argparse.Namespace, seeds, started: float, script: str,
-           argv=None, extra=None) -> Path:
+           argv=None, extra=None, texts=None) -> Path:
     """Write book/results/<name>.csv (or args.out) and the provenance <name>.json beside it; return the json's path.
 
     `rows`: a list of dicts, or {file name: (fields, rows)} for several tables (the first is the main one);
     `started`: time.perf_counter() at the start of main(); `script`: the benchmark's __file__; `argv`: its command
-    line (default sys.argv[1:]); `extra`: more facts to keep (e.g. the GPU's name).
+    line (default sys.argv[1:]); `extra`: more facts to keep (e.g. the GPU's name); `texts`: {file name: text} of
+    plain-text outputs written beside the tables (e.g. the printed log a chapter parses), guarded like them.
     """
     tables = rows if isinstance(rows, dict) else {f"{name}.csv": (fields, rows)}
     out = Path(getattr(args, "out", None) or RESULTS_DIR / f"{name}.csv")
@@ -96,6 +97,10 @@ def record(name: str, rows, fields, args: argparse.Namespace, seeds, started: fl
     commit, dirty = _git_commit()          # before writing: the tables this run overwrites do not make it dirty
     for path, (fs, rs) in zip(paths, tables.values()):
         write_rows(path, fs, rs)
+    for fname, text in (texts or {}).items():
+        paths.append(out.with_name(fname))
+        paths[-1].write_text(text)
+        print(f"wrote {paths[-1].relative_to(ROOT) if paths[-1].is_relative_to(ROOT) else paths[-1]}")
     script = Path(script).resolve()
     prov = {
         "name": name,

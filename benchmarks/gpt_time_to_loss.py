@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Time to a validation loss: nanoGPT's CPU recipe against the course recipe, side by side. Chapter 7.
+"""Time to a validation loss: nanoGPT's CPU recipe against the course and modern recipes, side by side. Chapters 7, 10.
 
     python benchmarks/gpt_time_to_loss.py              # the benchmark (a few minutes on 2 CPU cores)
     python benchmarks/gpt_time_to_loss.py --ladder     # also each course change on its own (slow)
@@ -13,10 +13,15 @@ draws new random windows each time, which is noisier); the run's time at the fir
 or below the target is its time to the target. If the baseline never gets there, its whole
 training time is used (which favours the baseline). The last line reads
     ratio=<course/baseline> course_s=<...> baseline_s=<...> baseline_final_val=<...> modern_ratio=<...> modern_s=<...>
-(modern: Chapter 10's recipe, book.train.MODERN_CPU, in the same interleaved race).
+    modern_eager_ratio=<...> modern_eager_s=<...> compile_s=<...>
+(modern: Chapter 10's recipe, book.train.MODERN_CPU, trained through torch.compile as the course speedrun's record
+is; modern_eager: the same recipe without compiling; both in the same interleaved race. compile_s: the wall seconds
+of compiling it, before its first step and not counted in modern_s, as in the speedrun. nanoGPT's recipe runs as its
+README's CPU command does, without compiling.)
 On a CUDA machine it also times nanoGPT's GPU recipe to val 1.47 (printed before the last line).
 Without --quick it records one row per run (race, recipe, steps, step and seconds to the target, final val,
-tokens/s) in book/results/gpt_time_to_loss.csv and its provenance in gpt_time_to_loss.json (bench_common.record).
+tokens/s) in book/results/gpt_time_to_loss.csv, everything it printed in gpt_time_to_loss.txt (chapters 7 and 10
+parse it), and their provenance in gpt_time_to_loss.json (bench_common.record).
 Both CPU runs use `--threads` torch threads (default 1: on a shared machine more threads than free
 cores slows every run down many times over). The corpus is found as in book.data (BOOK_DATA_DIR).
 """
@@ -40,8 +45,12 @@ RESULTS = ROOT / "book" / "results" / "gpt_time_to_loss.csv"
 FIELDS = ["race", "recipe", "steps", "step_to_target", "seconds_to_target", "final_val", "tokens_per_s"]
 
 
-def log(line: str) -> None:
+PRINTED = []   # every line printed, for gpt_time_to_loss.txt
+
+
+def log(line: str = "") -> None:
     print(line, flush=True)
+    PRINTED.extend(str(line).splitlines() or [""])
 
 
 def run_race(recipes, data, args, stop=(), device=None, target=TARGET):
@@ -74,7 +83,7 @@ def report(runs, curves, finals, args, rows: list, race_name: str) -> list:
         hit = time_to(curve, TARGET)
         secs = hit[0] if hit else run.train_s
         reached = f"at step {hit[1]}" if hit else "NOT reached: its whole training time is counted"
-        print(f"{run.recipe.name}: time to val {TARGET}: {secs:.2f} s ({reached}); "
+        log(f"{run.recipe.name}: time to val {TARGET}: {secs:.2f} s ({reached}); "
               f"final val {final:.4f} after {run.step} steps ({args.final_batches * EVAL_BATCH} windows); "
               f"{run.step * run.recipe.batch_size * run.recipe.context_len / run.train_s:,.0f} tokens/s")
         times.append(secs)
@@ -99,22 +108,25 @@ def main(argv=None) -> None:
     train, val, tok = char_corpus()
     data = (train, val, tok.vocab_size)
 
-    base, course, modern = NANOGPT_CPU, COURSE_CPU, MODERN_CPU
-    if args.quick:
-        base, course, modern = (dataclasses.replace(r, steps=r.steps // 40, warmup=r.warmup // 40)
-                                for r in (base, course, modern))
+    modern = dataclasses.replace(MODERN_CPU, name="modern recipe, compiled", compile=True)
+    base, course, eager = NANOGPT_CPU, COURSE_CPU, MODERN_CPU
+    if args.quick:   # tiny runs, and no compiling (tests/test_modern.py tests a compiled RecipeRun)
+        base, course, modern, eager = (dataclasses.replace(r, steps=r.steps // 40, warmup=r.warmup // 40,
+                                                           compile=False) for r in (base, course, modern, eager))
         args.eval_batches = args.final_batches = 2
-    print(f"target val {TARGET} nats | torch threads {torch.get_num_threads()} | "
-          f"{args.eval_batches * EVAL_BATCH} fixed validation windows per evaluation")
-    for r in (base, course, modern):
-        print(f"{r}  -> {r.tokens:,} tokens")
-    runs, curves = run_race([base, course, modern], data, args, stop=(course.name, modern.name))
+    log(f"target val {TARGET} nats | torch threads {torch.get_num_threads()} | "
+        f"{args.eval_batches * EVAL_BATCH} fixed validation windows per evaluation")
+    for r in (base, course, modern, eager):
+        log(f"{r}  -> {r.tokens:,} tokens")
+    recipes = [base, course, modern, eager]
+    runs, curves = run_race(recipes, data, args, stop=tuple(r.name for r in recipes[1:]))
+    log(f"{modern.name}: compiled in {runs[2].compile_s:.1f} s of wall time before its first step (not counted)")
     finals = [final_val(run, data[1], args.final_batches) for run in runs]
     rows = []
-    base_s, course_s, modern_s = report(runs, curves, finals, args, rows, "cpu")
+    base_s, course_s, modern_s, eager_s = report(runs, curves, finals, args, rows, "cpu")
 
     if args.ladder:
-        print("ladder: the course's changes added one at a time, raced together")
+        log("ladder: the course's changes added one at a time, raced together")
         recipes = ladder_recipes()
         lruns, lcurves = run_race(recipes, data, args, stop=tuple(r.name for r in recipes[1:]))
         report(lruns, lcurves, [final_val(r, data[1], args.final_batches) for r in lruns], args, rows, "ladder")
@@ -127,13 +139,15 @@ def main(argv=None) -> None:
                          step_to_target=hit[1] if hit else "", seconds_to_target=round(hit[0], 2) if hit else "",
                          final_val=round(curve[-1][2], 4),
                          tokens_per_s=round(run.step * NANOGPT_GPU.batch_size * NANOGPT_GPU.context_len / run.train_s)))
-        print(f"GPU {torch.cuda.get_device_name()}: {NANOGPT_GPU.name}: time to val {GPU_TARGET}: "
+        log(f"GPU {torch.cuda.get_device_name()}: {NANOGPT_GPU.name}: time to val {GPU_TARGET}: "
               f"{hit[0] if hit else float('nan'):.1f} s (step {hit[1] if hit else '-'}), last val {curve[-1][2]:.4f}")
 
-    print(f"ratio={course_s / base_s:.3f} course_s={course_s:.2f} baseline_s={base_s:.2f} "
-          f"baseline_final_val={finals[0]:.4f} modern_ratio={modern_s / base_s:.3f} modern_s={modern_s:.2f}")
+    log(f"ratio={course_s / base_s:.3f} course_s={course_s:.2f} baseline_s={base_s:.2f} "
+        f"baseline_final_val={finals[0]:.4f} modern_ratio={modern_s / base_s:.3f} modern_s={modern_s:.2f} "
+        f"modern_eager_ratio={eager_s / base_s:.3f} modern_eager_s={eager_s:.2f} compile_s={runs[2].compile_s:.1f}")
     if not args.quick:
-        record("gpt_time_to_loss", rows, FIELDS, args, [args.seed], started, __file__, argv)
+        record("gpt_time_to_loss", rows, FIELDS, args, [args.seed], started, __file__, argv,
+               texts={"gpt_time_to_loss.txt": "\n".join(PRINTED) + "\n"})
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from dataclasses import dataclass
 from typing import List, Optional
 
@@ -156,6 +157,9 @@ class GPTRecipe:
     muon_lr: float = 0.02
     schedule: str = "cosine"      # or "wsd": warmup, stable, then linear decay over the last decay_frac
     decay_frac: float = 0.3
+    # speed only, not the maths: RecipeRun trains through torch.compile(model), compiled (and warmed up, untimed)
+    # before the first step; evaluation and the model it hands back stay eager. Chapter 10's speedrun.
+    compile: bool = False
 
     def __post_init__(self):
         def number(name):
@@ -192,6 +196,8 @@ class GPTRecipe:
             raise ValueError(f"muon_lr must be > 0, got {self.muon_lr}")
         if not 0 < number("decay_frac") <= 1:
             raise ValueError(f"decay_frac must lie in (0, 1], got {self.decay_frac}")
+        if not isinstance(self.compile, bool):
+            raise ValueError(f"compile must be True or False, got {self.compile!r}")
         self.config(65)   # the model options are checked by GPTConfig, with its messages
 
     def config(self, vocab_size: int) -> GPTConfig:
@@ -243,7 +249,9 @@ NANOGPT_GPU = GPTRecipe("nanoGPT GPU recipe", n_layers=6, n_heads=6, d_model=384
 class RecipeRun:
     """A recipe in training, advanced a few steps at a time so two runs can be interleaved. Chapter 7.
 
-    train_s counts only the training steps (forward, backward, clip, update), never evaluation.
+    train_s counts only the training steps (forward, backward, clip, update), never evaluation. With
+    recipe.compile the steps run through torch.compile(model): it is compiled here, by one untimed forward and
+    backward pass on a batch of its own generator (no update), and compile_s keeps those wall seconds.
     """
 
     def __init__(self, recipe: GPTRecipe, vocab_size: int, train_data: torch.Tensor, seed: int = 1337,
@@ -255,6 +263,16 @@ class RecipeRun:
         self.generator = torch.Generator().manual_seed(seed)
         self.history, self.stopped = History(), False
         self.last_step = step_budget(recipe.steps)   # BOOK_MAX_STEPS: a smoke run of the code path
+        self.train_model, self.compile_s = self.model, 0.0
+        if recipe.compile:
+            started = time.perf_counter()
+            self.train_model = torch.compile(self.model)
+            self.model.train()
+            x, y = get_batch(train_data, recipe.batch_size, recipe.context_len, torch.Generator().manual_seed(0),
+                             device)
+            self.train_model(x, y)[1].backward()       # compiles the forward and the backward graphs
+            self.model.zero_grad(set_to_none=True)
+            self.compile_s = time.perf_counter() - started
 
     @property
     def step(self) -> int:
@@ -279,7 +297,7 @@ class RecipeRun:
             return
         r = self.recipe
         fit(self.model, lambda: get_batch(self.train_data, r.batch_size, r.context_len, self.generator, self.device),
-            loss_fn=lambda m, b: m(*b)[1], optimizer=self.opt, steps=r.steps, schedule=r.lr_factor,
+            loss_fn=lambda m, b: self.train_model(*b)[1], optimizer=self.opt, steps=r.steps, schedule=r.lr_factor,
             grad_clip=r.grad_clip, start=self.step, stop=self.step + n, history=self.history, progress=False)
 
 

@@ -122,7 +122,26 @@ def test_the_benchmark_races_three_recipes_and_reports_the_modern_ratio():
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     fields = dict(kv.split("=") for kv in out.stdout.strip().splitlines()[-1].split())
-    assert set(fields) == {"ratio", "course_s", "baseline_s", "baseline_final_val", "modern_ratio", "modern_s"}
+    assert set(fields) == {"ratio", "course_s", "baseline_s", "baseline_final_val", "modern_ratio", "modern_s",
+                           "modern_eager_ratio", "modern_eager_s", "compile_s"}
+    assert float(fields["compile_s"]) == 0          # --quick compiles nothing
     # the seconds are printed to 0.01 s, and a quick run's are small: the ratio must lie within their rounding
     ratio, modern, base = (float(fields[k]) for k in ("modern_ratio", "modern_s", "baseline_s"))
     assert (modern - 0.005) / (base + 0.005) - 5e-4 <= ratio <= (modern + 0.005) / max(base - 0.005, 1e-9) + 5e-4
+
+
+def test_a_compiled_recipe_trains_like_the_eager_one_and_compiles_before_its_first_step():
+    recipe = dataclasses.replace(COURSE_CPU, name="c", steps=4, warmup=1, n_layers=1, d_model=32, n_heads=2,
+                                 context_len=16, batch_size=4, optimizer="muon", schedule="wsd", **MODERN)
+    data = torch.randint(0, 65, (5000,))
+    eager = RecipeRun(recipe, 65, data, seed=3)
+    compiled = RecipeRun(dataclasses.replace(recipe, compile=True), 65, data, seed=3)
+    assert eager.compile_s == 0 and compiled.compile_s > 0 and compiled.step == 0
+    assert all(p.grad is None for p in compiled.model.parameters())       # the warm-up pass left no gradient
+    assert type(compiled.model) is type(eager.model)                      # evaluation and export stay eager
+    eager.advance(4)
+    compiled.advance(4)
+    assert compiled.step == 4
+    assert compiled.losses == pytest.approx(eager.losses, rel=1e-3, abs=1e-3)   # the same maths, fused differently
+    with pytest.raises(ValueError, match="compile must be True or False"):
+        GPTRecipe("x", compile="yes")

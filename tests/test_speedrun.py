@@ -88,7 +88,10 @@ def test_entries_are_unique_and_begin_with_the_three_book_recipes():
 def test_each_recorded_result_ran_its_entrys_recipe_and_the_readme_is_generated_from_them():
     results = [r for e in ENTRIES if (r := rules.load_result(e)) is not None]
     for r in results:
-        assert r.prov["recipe"] == dataclasses.asdict(r.entry.recipe), f"{r.entry.slug}'s recipe changed"
+        now = dataclasses.asdict(r.entry.recipe)    # a field added to GPTRecipe later: its default then ran
+        defaults = {f.name: f.default for f in dataclasses.fields(r.entry.recipe)}
+        assert r.prov["recipe"] == {k: v for k, v in now.items() if k in r.prov["recipe"] or v != defaults[k]}, \
+            f"{r.entry.slug}'s recipe changed"
         assert len(r.rows) >= rules.MIN_SEEDS and r.prov["entry"] == r.entry.slug
     assert (ROOT / "benchmarks" / "speedrun" / "README.md").read_text() == rules.readme(), \
         "README.md is stale: run python benchmarks/speedrun/rules.py"
@@ -99,7 +102,8 @@ def test_book_modern_recipe_is_the_current_time_record():
     records = [r.entry.recipe for r, v, n, _ in walk if n is not None]
     current = records[-1] if records else MODERN_CH10
     if current.optimizer == "muon":      # a modern record: chapter 10's recipe is it (names aside)
-        assert dataclasses.replace(MODERN_CPU, name="") == dataclasses.replace(current, name="")
+        # names aside, and compile aside: torch.compile changes the speed of a step, not what it computes
+        assert dataclasses.replace(MODERN_CPU, name="") == dataclasses.replace(current, name="", compile=False)
 
 
 def test_the_current_record_runs_quick_and_writes_nothing():

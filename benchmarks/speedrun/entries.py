@@ -71,6 +71,12 @@ ENTRIES = [
     Entry("d50-batch16-wsd360", "record 4's schedule shape with batches of 16 and 360 steps (batch 16 over 300 steps "
                                 "came close: 1.879-1.898)",
           _modern("modern, 360-step WSD decaying over half, batch 16", steps=360, batch_size=16, decay_frac=0.5)),
+    # throughput: the same maths through torch.compile (compiled and warmed up before the clock starts, as
+    # modded-nanoGPT does; book.train.RecipeRun keeps those wall seconds in compile_s). Submitted together.
+    Entry("modern-compiled", "the modern recipe (record 2) trained through torch.compile: fused elementwise "
+                             "operations, the same steps", _modern("modern, compiled", compile=True)),
+    Entry("cosine300-compiled", "the 300-step cosine (record 3 of the steps track) trained through torch.compile",
+          _modern("modern, 300-step cosine, compiled", steps=300, schedule="cosine", compile=True)),
 ]
 
 
