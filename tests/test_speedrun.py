@@ -112,6 +112,13 @@ def test_the_current_record_runs_quick_and_writes_nothing():
     assert last["seeds"] == "3" and float(last["cpu_s_mean"]) > 0 and "wrote" not in stdout
 
 
+def test_throughput_runs_quick_and_writes_nothing():
+    stdout, last = quick_benchmark("speedrun/throughput.py")
+    assert float(last["eager_1t_ms"]) > 0 and float(last["threads_speedup"]) > 0 and "wrote" not in stdout
+    assert last["compiled_1t_ms"] == "nan"          # --quick compiles nothing
+    assert stdout.count("ms/step wall") == 4        # the four eager configurations
+
+
 def test_step_profile_runs_quick_takes_a_step_apart_and_writes_nothing():
     stdout, last = quick_benchmark("speedrun/step_profile.py", "--entries", "course")
     assert float(last["course_ms"]) > 0 and "wrote" not in stdout
