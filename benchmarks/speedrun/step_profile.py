@@ -13,6 +13,8 @@ trains it WARMUP steps with the book's loop (RecipeRun.advance, i.e. book.optim.
   - "part": forward and backward CPU ms per step of the model's parts (embedding, norms, attention, FFN, head; the
     rest of the forward is residual adds, soft-cap and loss), timed by forward and full-backward module hooks;
   - "op": the OPS operators with the most self CPU time (torch.profiler over PROFILED steps of the loop).
+A compiled entry (recipe.compile) takes its phases through the compiled model (RecipeRun.train_model), and has no
+"part" rows: module hooks cannot time the parts of a fused graph; its "op" rows name the compiled kernels.
 All times are time.process_time (CPU time of this process) with torch.set_num_threads(1). Writes
 book/results/speedrun_profile.csv (recipe, section, name, ms_per_step, share = of the phase sum) and its
 provenance speedrun_profile.json (bench_common.record). The last line reads
@@ -74,7 +76,7 @@ def hook_parts(model, totals):
 
 def phase_step(run, times):
     """One training step taken apart into its phases (book.utils.train_step's calls, in its order), timed."""
-    r, opt, model = run.recipe, run.opt, run.model
+    r, opt, model = run.recipe, run.opt, run.train_model
     clock = time.process_time
 
     def timed(name, fn):
@@ -105,11 +107,12 @@ def profile_entry(slug, data, steps: int, profiled: int, warmup: int):
     for _ in range(steps):
         phase_step(run, phases)
     parts = defaultdict(float)
-    handles = hook_parts(run.model, parts)
-    for _ in range(steps):
-        phase_step(run, defaultdict(float))
-    for h in handles:
-        h.remove()
+    if not e.recipe.compile:
+        handles = hook_parts(run.model, parts)
+        for _ in range(steps):
+            phase_step(run, defaultdict(float))
+        for h in handles:
+            h.remove()
 
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         run.advance(profiled)
@@ -120,7 +123,7 @@ def profile_entry(slug, data, steps: int, profiled: int, warmup: int):
                  share=round(loop_ms / (total / steps * 1e3), 3))]
     rows += [dict(recipe=slug, section="phase", name=k, ms_per_step=round(v / steps * 1e3, 3),
                   share=round(v / total, 3)) for k, v in phases.items()]
-    for kind in ("forward", "backward"):
+    for kind in ("forward", "backward") if parts else ():
         measured = sum(v for (k, _), v in parts.items() if k == kind)
         for (k, part), v in sorted(parts.items()):
             if k == kind:
