@@ -15,12 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Results recorded before the benchmarks wrote provenance: no json, so nothing ties them to a script version. Each
 # leaves this list when its benchmark is run again (then its json guards it like every new result).
-KNOWN_LEGACY = {
-    "modern_ladder.csv": "recorded 2026-12-02 (fa52454) by benchmarks/modern_ladder.py before provenance; ch. 10",
-    "modern_ladder_curves.csv": "recorded with modern_ladder.csv (fa52454), before provenance; chapter 10",
-    "gpt_time_to_loss.txt": "the printed output of benchmarks/gpt_time_to_loss.py (eb861fb), which then wrote no "
-                            "table; chapter 7 parses it. The script now records gpt_time_to_loss.csv/.json",
-}
+KNOWN_LEGACY = {}
 # results written with their own provenance inside (commit, date, torch, GPU) by a tool, not a benchmark
 OWN_PROVENANCE = {"gpu_run.json": "tools/gpu_run.sh"}
 
