@@ -112,6 +112,14 @@ def test_the_current_record_runs_quick_and_writes_nothing():
     assert last["seeds"] == "3" and float(last["cpu_s_mean"]) > 0 and "wrote" not in stdout
 
 
+def test_a_duel_races_two_entries_in_one_process_and_writes_nothing():
+    stdout, last = quick_benchmark("speedrun/duel.py", "modern-compiled", "modern")
+    assert last["duel"] == "modern-compiled_vs_modern" and last["seeds"] == "3" and "wrote" not in stdout
+    assert float(last["ratio"]) == pytest.approx(float(last["a_cpu_s"]) / float(last["b_cpu_s"]), abs=0.02)
+    assert last["accepted"] == "False"                # --quick: 8 steps each, nobody reaches the target
+    assert stdout.count("seed 1337 modern-compiled") == stdout.count("seed 1337 modern ")   # in turns
+
+
 def test_throughput_runs_quick_and_writes_nothing():
     stdout, last = quick_benchmark("speedrun/throughput.py")
     assert float(last["eager_1t_ms"]) > 0 and float(last["threads_speedup"]) > 0 and "wrote" not in stdout
