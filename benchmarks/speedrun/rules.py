@@ -225,9 +225,10 @@ beat the standing record by a stated rule over several seeds; unlike it, it runs
   core (wall time doubles or triples then). It is **not** free of load, though: the same six entries recorded on
   this 2-core machine under heavy load and again when it was idle took 13-26 % more CPU seconds under load (shared
   caches, memory bandwidth, a sibling hyperthread). The column "wall / CPU" shows each entry's load (1.0: idle), and
-  a comparison between entries recorded under different loads is biased by up to that much; racing a candidate
-  against the standing record in one process, in turns (as `benchmarks/gpt_time_to_loss.py` does), would remove
-  the bias and is the next step for these rules. *Steps*: the optimiser steps to the target, on the {fine}-step
+  a comparison between entries recorded under different loads, or in different sessions, is biased by up to that
+  much. A **duel** (`benchmarks/speedrun/duel.py a b`) removes the bias: both entries train in one process, in
+  turns, seed by seed, and are judged by the same rule; the duels below re-measure records side by side.
+  *Steps*: the optimiser steps to the target, on the {fine}-step
   grid: independent of the hardware (but not of the batch: an entry's tokens per step are in its recipe). A run
   that never reaches the target counts its whole time and all its steps (this favours it); the table says how many
   seeds reached it.
@@ -280,6 +281,22 @@ def readme(results_dir: Optional[Path] = None) -> str:
         for r, v, s, against in negatives:
             steps_note = "; a record on the steps track" if s is not None and s.accepted else ""
             lines.append(f"| {_row(r)} | against `{against}`: {v.reason}{steps_note} |")
+    duels = sorted(Path(results_dir or RESULTS_DIR).glob("speedrun_duel_*.csv"))
+    if duels:
+        lines += ["", "## Duels (side by side in one process)", "",
+                  "Each row: two entries trained in turns in one process with the same seeds, CPU seconds to the "
+                  "target (mean ± sd, min–max), and the rule applied to the first against the second.", "",
+                  "| entry | against | seeds | its CPU s | their CPU s | ratio | rule |",
+                  "|---|---|---|---|---|---|---|"]
+        for path in duels:
+            rows, prov = read_rows(path.stem, results_dir), provenance(path.stem, results_dir)
+            a, b = ([float(r["cpu_s"]) for r in rows if r["entry"] == x] for x in (prov["a"], prov["b"]))
+            v = accept(a, b)
+            reached = all(r["reached"] == "True" for r in rows if r["entry"] == prov["a"])
+            rule = v.reason if v.accepted and reached else f"not accepted: {v.reason}" if reached else \
+                "not accepted: not every seed reached the target"
+            lines.append(f"| `{prov['a']}` | `{prov['b']}` | {len(a)} | {_stats(a, '.1f')} | "
+                         f"{_stats(b, '.1f')} | {sum(a) / sum(b):.3f} | {rule} |")
     pending = [e.slug for e in ENTRIES if load_result(e, results_dir) is None]
     if pending:
         lines += ["", "Submitted but not yet run: " + ", ".join(f"`{s}`" for s in pending) + "."]
