@@ -106,6 +106,36 @@ def test_book_modern_recipe_is_the_current_time_record():
         assert dataclasses.replace(MODERN_CPU, name="") == dataclasses.replace(current, name="", compile=False)
 
 
+def test_the_fine_grid_starts_when_the_next_coarse_stride_could_reach_the_target():
+    import run
+
+    T, coarse, fine, margin = run.TARGET, run.COARSE, run.FINE, run.MARGIN
+    assert run.next_stride([]) == coarse
+    assert run.next_stride([(coarse, T + 1.0)]) == coarse              # one evaluation, far above: no drop to read
+    assert run.next_stride([(coarse, T + margin)]) == fine              # within the margin
+    assert run.next_stride([(coarse, T + margin + 0.01)]) == coarse
+    assert run.next_stride([(50, 2.60), (100, T + margin + 0.1)]) == fine     # far above, but falling faster than that
+    assert run.next_stride([(1100, T + margin + 0.05), (1150, T + margin + 0.03)]) == coarse   # falling slowly
+    # a drop over a fine stride is scaled to a coarse one: 0.04 in 10 steps is 0.2 in 50, more than 0.19 to go
+    assert run.next_stride([(100, T + 0.23), (110, T + 0.19)], coarse=50, fine=10) == fine
+    # and once fine, always fine: a flat (or rising) fine stride far above the margin does not return to coarse
+    assert run.next_stride([(100, T + 0.30), (110, T + 0.30)], coarse=50, fine=10) == fine
+    assert run.next_stride([(100, T + 0.30), (150, T + 0.30)], coarse=50, fine=10) == coarse
+    with pytest.raises(ValueError, match="coarse must be a positive int"):
+        run.next_stride([], coarse=0)
+
+
+def test_every_recorded_run_that_reached_the_target_was_caught_one_fine_stride_after_it_was_above_it():
+    import run
+
+    results = [r for e in ENTRIES if (r := rules.load_result(e)) is not None]
+    late = [(r.entry.slug, row["seed"], row["resolution"]) for r in results for row in r.rows
+            if row["reached"] == "True" and int(row["resolution"]) > run.FINE]
+    assert not late, f"caught more than {run.FINE} steps after the last evaluation above the target: {late}"
+    for r in results:
+        assert r.prov["coarse"] == run.COARSE and r.prov["grid_rule"] == run.GRID_RULE, r.entry.slug
+
+
 def test_the_current_record_runs_quick_and_writes_nothing():
     recorded = any(rules.load_result(e) is not None for e in ENTRIES)
     stdout, last = quick_benchmark("speedrun/run.py", *(["--record", "current"] if recorded else ["modern"]))

@@ -65,17 +65,17 @@ ENTRIES = [
     Entry("b24-batch16-wsd300", "the batch-24 recipe with batches of 16 and a 300-step WSD (same peak)",
           _modern("modern, 300-step WSD, batch 16", steps=300, batch_size=16)),
     # against record 4 (the 200-step WSD decaying over half): its schedule shape with batches of 24, 230 steps
-    Entry("d50-batch24-wsd230", "record 4's schedule shape (decay over the second half) with batches of 24 and "
+    Entry("d50-batch24-wsd230", "wsd200-decay50's schedule shape (decay over the second half) with batches of 24 and "
                                 "230 steps", _modern("modern, 230-step WSD decaying over half, batch 24", steps=230,
                                                      batch_size=24, decay_frac=0.5)),
-    Entry("d50-batch16-wsd360", "record 4's schedule shape with batches of 16 and 360 steps (batch 16 over 300 steps "
-                                "came close: 1.879-1.898)",
+    Entry("d50-batch16-wsd360", "wsd200-decay50's schedule shape with batches of 16 and 360 steps (batch 16 over 300 "
+                                "steps, `b24-batch16-wsd300`, came close)",
           _modern("modern, 360-step WSD decaying over half, batch 16", steps=360, batch_size=16, decay_frac=0.5)),
     # throughput: the same maths through torch.compile (compiled and warmed up before the clock starts, as
     # modded-nanoGPT does; book.train.RecipeRun keeps those wall seconds in compile_s). Submitted together.
-    Entry("modern-compiled", "the modern recipe (record 2) trained through torch.compile: fused elementwise "
+    Entry("modern-compiled", "the modern recipe (`modern`) trained through torch.compile: fused elementwise "
                              "operations, the same steps", _modern("modern, compiled", compile=True)),
-    Entry("cosine300-compiled", "the 300-step cosine (record 3 of the steps track) trained through torch.compile",
+    Entry("cosine300-compiled", "the 300-step cosine (`modern-cosine300`) trained through torch.compile",
           _modern("modern, 300-step cosine, compiled", steps=300, schedule="cosine", compile=True)),
 ]
 

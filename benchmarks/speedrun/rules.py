@@ -218,20 +218,21 @@ beat the standing record by a stated rule over several seeds; unlike it, it runs
   (`book.optim.fit`), on random windows drawn with the seed's generator.
 - **Evaluation**: {windows:,} fixed validation windows of the entry's context (`book.train.evaluate_lm`, generator
   seed 1234; the same windows as `benchmarks/gpt_time_to_loss.py`), every {coarse} steps, and every {fine} steps
-  once the loss is within {margin} nats of the target. A run stops at the first evaluation at or below the target.
-  Evaluation is not timed.
+  once the next {coarse} could reach the target: when the loss is within {margin} nats of it, or when the drop over
+  the last stride, scaled to {coarse} steps, is at least its distance to it; once on the fine grid, a run stays
+  there (`run.next_stride`). A run stops at the first evaluation at or below the target. Evaluation is not
+  timed. {resolution}
 - **Two tracks.** *Time*: CPU seconds of the training steps (`time.process_time` around them, with
   `torch.set_num_threads(1)`): the process's own CPU time, which does not count the time other processes hold the
-  core (wall time doubles or triples then). It is **not** free of load, though: the same six entries recorded on
-  this 2-core machine under heavy load and again when it was idle took 13-26 % more CPU seconds under load (shared
-  caches, memory bandwidth, a sibling hyperthread). The column "wall / CPU" shows each entry's load (1.0: idle), and
-  a comparison between entries recorded under different loads, or in different sessions, is biased by up to that
-  much. A **duel** (`benchmarks/speedrun/duel.py a b`) removes the bias: both entries train in one process, in
-  turns, seed by seed, and are judged by the same rule; the duels below re-measure records side by side.
-  *Steps*: the optimiser steps to the target, on the {fine}-step
-  grid: independent of the hardware (but not of the batch: an entry's tokens per step are in its recipe). A run
-  that never reaches the target counts its whole time and all its steps (this favours it); the table says how many
-  seeds reached it.
+  core (wall time doubles or triples then). It is **not** free of load, though: on an earlier 2-core machine (an
+  Intel Xeon with hyperthreads) the same six entries took 13-26 % more CPU seconds under heavy load than idle
+  (shared caches, memory bandwidth, a sibling hyperthread). The column "wall / CPU" shows when an entry waited for
+  a core (1.0: never), and a comparison between entries recorded under different loads, in different sessions or
+  on different machines is biased by up to that much. A **duel** (`benchmarks/speedrun/duel.py a b`) removes the
+  bias: both entries train in one process, in turns, seed by seed, and are judged by the same rule.
+  *Steps*: the optimiser steps to the target, on the {fine}-step grid: independent of the hardware (but not of the
+  batch: an entry's tokens per step are in its recipe). A run that never reaches the target counts its whole time
+  and all its steps (this favours it); the table says how many seeds reached it.
 - **Seeds**: {seeds} per entry (1337, 1338, ...: initialisation and batches).
 
 ## The acceptance rule
@@ -253,7 +254,8 @@ def readme(results_dir: Optional[Path] = None) -> str:
 
     results = [r for e in ENTRIES if (r := load_result(e, results_dir)) is not None]
     lines = [INTRO.format(target=run.TARGET, seeds=run.SEEDS, windows=run.EVAL_BATCHES * run.EVAL_BATCH,
-                          coarse=run.COARSE, fine=run.FINE, margin=run.MARGIN, min_seeds=MIN_SEEDS, alpha=ALPHA)]
+                          coarse=run.COARSE, fine=run.FINE, margin=run.MARGIN, min_seeds=MIN_SEEDS, alpha=ALPHA,
+                          resolution=_resolution_note(results, run))]
     if not results:
         return "\n".join(lines + ["No entry has been recorded yet.\n"])
     time_walk, steps_walk = judge(results, "time"), judge(results, "steps")
@@ -300,11 +302,37 @@ def readme(results_dir: Optional[Path] = None) -> str:
     pending = [e.slug for e in ENTRIES if load_result(e, results_dir) is None]
     if pending:
         lines += ["", "Submitted but not yet run: " + ", ".join(f"`{s}`" for s in pending) + "."]
-    first = results[0].prov
-    lines += ["", f"Measured on {first['cpu']} ({first['cpu_cores']} cores, shared with other work), torch "
-                  f"{first['torch']}; each entry's provenance (command, commit, date, wall time) is in "
-                  f"`book/results/speedrun_<entry>.json`.", ""]
+    machines = sorted({(r.prov["cpu"], r.prov["cpu_cores"], r.prov["torch"]) for r in results})
+    where = "; ".join(f"{cpu} ({cores} cores), torch {torch}" for cpu, cores, torch in machines)
+    dates = sorted(r.prov["date"][:10] for r in results)
+    lines += ["", f"Measured on {where}, from {dates[0]} to {dates[-1]}"
+                  + (" (times from different machines do not compare)" if len(machines) > 1 else "")
+                  + f". {RECORDING} Each entry's provenance (command, commit, date, wall time) is in "
+                  "`book/results/speedrun_<entry>.json`.", ""]
     return "\n".join(lines)
+
+
+RECORDING = ("The entries were recorded two at a time, one process per core, so every entry ran beside another "
+             "speedrun process: a steady, similar load for all of them (the wall / CPU column stays at 1.0 because "
+             "neither process waits for a core).")
+
+
+def _resolution_note(results: Sequence[Result], run) -> str:
+    """A sentence on how exactly the recorded runs were caught: the evaluation grid they were recorded with, and
+    how many steps before its stop each run that reached the target was last seen above it."""
+    grid = (run.COARSE, run.FINE, run.MARGIN, run.GRID_RULE)
+    other = [r.entry.slug for r in results
+             if (r.prov.get("coarse"), r.prov.get("fine"), r.prov.get("margin"), r.prov.get("grid_rule")) != grid]
+    if other:
+        raise ValueError(f"recorded under another evaluation grid, run them again: {', '.join(other)}")
+    gaps = [int(row["resolution"]) for r in results for row in r.rows if row["reached"] == "True"]
+    if gaps and max(gaps) <= run.FINE:
+        return (f"Every one of the {len(gaps)} recorded runs that reached the target was seen above it {run.FINE} "
+                f"steps before it stopped, so its steps are exact to {run.FINE}.")
+    late = [f"`{r.entry.slug}` seed {row['seed']} ({row['resolution']} steps)" for r in results for row in r.rows
+            if row["reached"] == "True" and int(row["resolution"]) > run.FINE]
+    return ("These runs were caught more than one fine stride after they were last seen above the target, so their "
+            "steps and seconds may be too high by up to that many steps: " + ", ".join(late) + ".")
 
 
 RECORD_FIELDS = ["order", "entry", "change", "seeds", "reached", "cpu_mean", "cpu_sd", "cpu_min", "cpu_max",

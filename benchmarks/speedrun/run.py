@@ -9,11 +9,13 @@
 
 Every seed trains the entry's recipe with book.train.RecipeRun (the book's one training loop, book.optim.fit) on
 the book's corpus, split and tokenizer, and is evaluated (untimed) on the same EVAL_BATCHES x 64 fixed validation
-windows every COARSE steps, and every FINE steps once it is within MARGIN nats of the target; it stops at the
-first evaluation at or below the target, or at the end of its schedule (then its whole time and all its steps
-count). Two measures per seed: CPU seconds of the training steps (time.process_time around them, one torch
-thread: the process's own CPU time, which load from other processes barely changes), and steps. Wall seconds
-(fit's perf_counter) are kept beside them.
+windows every COARSE steps, and every FINE steps once the next COARSE steps could reach the target (`next_stride`:
+the loss is within MARGIN nats of it, or the last stride's drop, scaled to COARSE steps, is at least its distance
+to it; once on the fine grid, a run stays there); it stops at the first evaluation at or below the target, or at
+the end of its schedule (then its whole time and all its steps count). Two measures per seed: CPU seconds of the
+training steps (time.process_time around them, one torch thread: the process's own CPU time, which leaves out the
+time other processes hold the core, though not their pressure on caches and memory), and steps.
+Wall seconds (fit's perf_counter) are kept beside them.
 
 Writes book/results/speedrun_<entry>.csv (one row per seed: seed, reached, steps, cpu_s, wall_s, tokens,
 last_val, resolution = steps since the evaluation before, evals), speedrun_<entry>_curves.csv (every evaluation)
@@ -38,14 +40,39 @@ sys.path.insert(0, str(HERE))
 from bench_common import char_corpus, record  # noqa: E402
 from book.results import RESULTS_DIR  # noqa: E402
 from book.train import NANOGPT_CPU_FINAL_VAL, RecipeRun, evaluate_lm  # noqa: E402
+from book.checks import positive_int  # noqa: E402
 from entries import ENTRIES, entry, result_name  # noqa: E402
 
 TARGET = NANOGPT_CPU_FINAL_VAL   # nats
 SEEDS = 3
 FIRST_SEED = 1337
 EVAL_BATCH, EVAL_BATCHES = 64, 16   # 1,024 fixed windows, as in benchmarks/gpt_time_to_loss.py
-COARSE, FINE, MARGIN = 100, 10, 0.06
+COARSE, FINE, MARGIN = 50, 10, 0.15
+GRID_RULE = ("fine within the margin, or when the last stride's drop scaled to the coarse stride reaches the target; "
+             "once fine, always fine")
 FIELDS = ["seed", "reached", "steps", "cpu_s", "wall_s", "tokens", "last_val", "resolution", "evals"]
+
+
+def next_stride(curve, coarse: int = COARSE, fine: int = FINE, margin: float = MARGIN, target: float = TARGET) -> int:
+    """Steps to train before the next evaluation, given the evaluations so far, `curve` = [(step, val), ...].
+
+    `fine` once the next `coarse` steps could carry the loss to the target: it is within `margin` nats of it, or
+    the drop over the last stride, scaled to `coarse` steps, is at least its distance to the target; and once a run
+    is on the fine grid it stays there (a validation loss wobbles by a hundredth from one evaluation to the next, and
+    a schedule's decay steepens the drop, so one flat fine stride says little). Else `coarse`. So a fast run is not
+    caught a whole coarse stride after it crossed (with 100-step strides and a 0.06 margin, a run that crossed at
+    step 175 was first seen at step 200; with 50-step strides, a 0.06 margin and no stickiness, three of 51 runs
+    were caught 50 steps after they were last seen above the target)."""
+    positive_int(coarse=coarse, fine=fine)
+    if not curve:
+        return coarse
+    step, last = curve[-1]
+    stride = step - curve[-2][0] if len(curve) > 1 else step
+    if last <= target + margin or (fine < coarse and stride == fine):
+        return fine
+    if len(curve) > 1 and (curve[-2][1] - last) * coarse / stride >= last - target:
+        return fine
+    return coarse
 
 
 def train_to_target(recipe, data, seed: int, coarse: int = COARSE, fine: int = FINE, eval_batches: int = EVAL_BATCHES,
@@ -57,11 +84,11 @@ def train_to_target(recipe, data, seed: int, coarse: int = COARSE, fine: int = F
     while not run.done:
         before = run.step
         t0 = time.process_time()
-        run.advance(fine if v <= TARGET + MARGIN else coarse)
+        run.advance(next_stride([(s, x) for s, _, x in curve], coarse, fine))
         cpu += time.process_time() - t0
         v = evaluate_lm(run.model, val, EVAL_BATCH, recipe.context_len, eval_batches)
         evals += 1
-        curve.append((run.step, round(cpu, 3), round(v, 4)))
+        curve.append((run.step, round(cpu, 3), v))
         log(f"  seed {seed} step {run.step:5d}  cpu {cpu:7.2f} s  wall {run.train_s:7.2f} s  val {v:.4f}")
         if v <= TARGET:
             break
@@ -69,7 +96,7 @@ def train_to_target(recipe, data, seed: int, coarse: int = COARSE, fine: int = F
     row = dict(seed=seed, reached=reached, steps=run.step, cpu_s=round(cpu, 2), wall_s=round(run.train_s, 2),
                tokens=run.step * recipe.batch_size * recipe.context_len, last_val=round(v, 4),
                resolution=run.step - before, evals=evals)
-    return row, curve
+    return row, [(s, c, round(x, 4)) for s, c, x in curve]
 
 
 def _record_entry(which: str):
@@ -134,7 +161,8 @@ def main(argv=None) -> None:
         tables = {f"{name}.csv": (FIELDS, rows), f"{name}_curves.csv": (["seed", "step", "cpu_s", "val"], points)}
         record(name, tables, None, args, seeds, started, __file__, argv,
                extra={"entry": e.slug, "change": e.change, "recipe": dataclasses.asdict(recipe), "target": TARGET,
-                      "eval_windows": EVAL_BATCHES * EVAL_BATCH, "coarse": COARSE, "fine": FINE, "margin": MARGIN})
+                      "eval_windows": EVAL_BATCHES * EVAL_BATCH, "coarse": COARSE, "fine": FINE, "margin": MARGIN,
+                             "grid_rule": GRID_RULE})
     print(f"entry={e.slug} seeds={len(rows)} reached={sum(r['reached'] for r in rows)} cpu_s_mean={mean:.2f} "
           f"cpu_s_sd={sd:.2f} steps_mean={sum(r['steps'] for r in rows) / len(rows):.1f}")
 
