@@ -313,8 +313,8 @@ def readme(results_dir: Optional[Path] = None) -> str:
 
 
 RECORDING = ("The entries were recorded two at a time, one process per core, so every entry ran beside another "
-             "speedrun process: a steady, similar load for all of them (the wall / CPU column stays at 1.0 because "
-             "neither process waits for a core).")
+             "speedrun process: a steady, similar load for all of them (the wall / CPU column stays near 1.0: neither "
+             "process waits for a core, except while the other one compiles a model on both).")
 
 
 def _resolution_note(results: Sequence[Result], run) -> str:
