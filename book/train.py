@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from dataclasses import dataclass
 from typing import List, Optional
@@ -267,6 +268,10 @@ class RecipeRun:
         self.train_model, self.compile_s = self.model, 0.0
         if recipe.compile:
             started = time.perf_counter()
+            if os.environ.get("ATEN_CPU_CAPABILITY") == "default" and torch.device(device or "cpu").type == "cpu":
+                # PyTorch's scalar kernels: inductor's vectorised C++ then fails to build (at::vec undeclared)
+                import torch._inductor.config as inductor_config
+                inductor_config.cpp.simdlen = 1
             self.train_model = torch.compile(self.model)
             self.model.train()
             x, y = get_batch(train_data, recipe.batch_size, recipe.context_len, torch.Generator().manual_seed(0),
