@@ -9,7 +9,7 @@ the shift. Claims are not enforced in these runs (a claim may fail on another se
 and a cell that raises does not stop the run; the table says how many cells raised.
 
     python benchmarks/glue_spread.py                     # every chapter, shifts 1000 2000 3000, two at a time
-    python benchmarks/glue_spread.py --chapters 02_rnn_limits --shifts 1000 2000
+    python benchmarks/glue_spread.py --chapters 02_rnn_limits    # one chapter again, the others' rows kept
     python benchmarks/glue_spread.py --quick             # a small notebook, two shifts, writes nothing
 
 Writes book/results/glue_spread.csv (chapter, seed_shift, name, value: the glued text/plain) and its provenance;
@@ -137,6 +137,12 @@ def main(argv=None) -> int:
         values = {(r["name"], r["seed_shift"]): r["value"] for r in rows}
         assert len(values) == 4 and values[("quick_gen", 1000)] != values[("quick_gen", 2000)], values
     else:
+        if args.chapters and args.out.exists():     # one chapter again: the other chapters' rows stay as recorded
+            import csv
+
+            with open(args.out, newline="") as f:
+                kept = [r for r in csv.DictReader(f) if r["chapter"] not in {q.stem for q in paths}]
+            rows = sorted(kept + rows, key=lambda r: (r["chapter"], r["name"], int(r["seed_shift"])))
         bench_common.record("glue_spread", rows, FIELDS, args, shifts, started, __file__, argv)
     print(f"chapters={len(paths)} runs={len(jobs)} glues={len({r['name'] for r in rows})} errored_cells={errored}")
     return 0

@@ -6,10 +6,14 @@ C = d_model, H heads, D head dim, V vocab.
 """
 from __future__ import annotations
 
+import csv
+import math
 import os
 import random
+import re
 import time
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Iterator, Optional
 
 import numpy as np
@@ -72,17 +76,23 @@ def timed() -> Iterator[dict]:
         box["s"] = time.perf_counter() - start
 
 
-def _check_tolerance(tol, rel, factor, timing=False) -> dict:
+def _check_tolerance(tol, rel, factor, timing=False, spread=None, margin=None) -> dict:
     if not isinstance(timing, bool):
         raise ValueError(f"timing must be True or False, got {timing!r}")
+    if (spread is None) != (margin is None):
+        raise ValueError("spread and margin go together: spread='glue_spread' (a recorded table) or >= 3 values "
+                         f"measured over seeds, and margin >= 1 (how many spreads a fresh run may move); got "
+                         f"spread={spread!r}, margin={margin!r}")
     if timing:
-        if (tol, rel, factor) != (None, None, None):
+        if (tol, rel, factor, spread) != (None, None, None, None):
             raise ValueError("a timing is never compared between machines: glue it with timing=True alone, "
-                             "without tol, rel or factor")
+                             "without tol, rel, factor or spread")
         return {"timing": True}
     spec = {}
     if tol is not None:
         if tol == "any":
+            if spread is not None:
+                raise ValueError("tol='any' is never compared, so it takes no spread")
             return {"any": True}
         if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not tol >= 0:
             raise ValueError(f"tol must be a number >= 0 or 'any', got {tol!r}")
@@ -95,16 +105,94 @@ def _check_tolerance(tol, rel, factor, timing=False) -> dict:
         if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not factor >= 1:
             raise ValueError(f"factor must be a number >= 1, got {factor!r}")
         spec["factor"] = float(factor)
+    if spread is not None:
+        if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not margin >= 1:
+            raise ValueError(f"margin must be a number >= 1 (spreads a fresh run may move), got {margin!r}")
+        if isinstance(spread, str):
+            if not re.fullmatch(r"[A-Za-z0-9_]+", spread):
+                raise ValueError(f"spread must name a recorded table such as 'glue_spread', got {spread!r}")
+        else:
+            try:
+                values = [float(v) for v in spread]
+            except (TypeError, ValueError):
+                raise ValueError("spread must name a recorded table ('glue_spread') or list the values measured "
+                                 f"over >= 3 seeds, got {spread!r}") from None
+            if len(values) < 3 or not all(math.isfinite(v) for v in values):
+                raise ValueError(f"spread needs >= 3 finite values, one per seed, got {spread!r}")
     return spec
 
 
-def glue(name: str, value, display: bool = False, *, tol=None, rel=None, factor=None, timing=False) -> None:
+# ---- where a glued number's tolerance comes from: its spread across seeds ------------------------
+RESULTS_DIR = Path(__file__).resolve().parent / "results"     # book.results.RESULTS_DIR (a lower layer reads it)
+_NUMBER = re.compile(r"[-+]?(?:\d[\d,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+def glued_numbers(text: str) -> tuple:
+    """(the text with each number replaced by '#', the numbers): what the drift check compares."""
+    nums = [float(m.group().replace(",", "")) for m in _NUMBER.finditer(text)]
+    return _NUMBER.sub("#", text), nums
+
+
+def _display_unit(text: str) -> float:
+    """The step of the last digit shown, for the coarsest number in `text` ('2.31' -> 0.01, '87%' -> 1)."""
+    units = []
+    for m in _NUMBER.finditer(text):
+        digits = m.group().replace(",", "").lower().split("e")[0]
+        units.append(10.0 ** -len(digits.split(".")[1]) if "." in digits else 1.0)
+    return max(units, default=0.0)
+
+
+def recorded_seed_values(name: str, table: str = "glue_spread", results_dir: Optional[Path] = None) -> list:
+    """The texts glued under `name` in the recorded runs with other seeds (benchmarks/glue_spread.py), in order."""
+    path = Path(results_dir or RESULTS_DIR) / f"{table}.csv"
+    if not path.is_file():
+        raise FileNotFoundError(f"no recorded seed spread {path}: run python benchmarks/{table}.py")
+    with open(path, newline="") as f:
+        return [r["value"] for r in csv.DictReader(f) if r.get("name") == name]
+
+
+def seed_spread(name: str, text: str, spread, margin: float, results_dir: Optional[Path] = None) -> dict:
+    """How far `text` (a glued value) moves between seeds: {'source', 'seeds', 'width', 'margin'}.
+
+    `spread` names a recorded table (the same glue in runs with other seeds; this run adds one seed) or lists
+    the values measured over >= 3 seeds in the chapter. The width is the largest max - min over the numbers in
+    the value. Problems (too few seeds, values of another shape) come back as 'error', for the test suite to
+    report: a reader's run never fails on this bookkeeping.
+    """
+    if isinstance(spread, str):
+        out = {"source": f"book/results/{spread}.csv", "margin": float(margin)}
+        try:
+            texts = recorded_seed_values(name, spread, results_dir) + [text]
+        except (OSError, csv.Error, KeyError) as err:
+            return {**out, "error": str(err)}
+        shapes = {glued_numbers(t)[0] for t in texts}
+        if len(shapes) != 1:
+            return {**out, "error": f"the seeds glue values of different shapes: {texts}"}
+        columns = list(zip(*(glued_numbers(t)[1] for t in texts)))
+        width = max((max(c) - min(c) for c in columns), default=0.0)
+        out.update(seeds=len(texts), width=width)
+        if len(texts) < 3:
+            out["error"] = f"{len(texts)} seeds recorded for {name!r}, at least 3 needed"
+        return out
+    values = [float(v) for v in spread]
+    return {"source": "measured in the chapter", "margin": float(margin), "seeds": len(values),
+            "width": max(values) - min(values), "values": values}
+
+
+def glue(name: str, value, display: bool = False, *, tol=None, rel=None, factor=None, timing=False,
+         spread=None, margin=None) -> None:
     """Store `value` under `name` for the website's prose (myst-nb glue); a no-op where myst-nb is missing.
 
     Prose cites it as {glue:text}`name` so every number on the page comes from executed code.
     The tolerance says how far a fresh run on another machine may move each number in the value
     before the test suite calls it drift (tests compare committed and fresh values):
       no tolerance      the value must come out identical (pure arithmetic, counts, fixed data);
+      spread=..., margin=m   a number that depends on training or sampling: it may move m times its spread
+                        across seeds, where spread="glue_spread" reads the same glue in the recorded runs with
+                        other seeds (benchmarks/glue_spread.py) and a list gives the values of >= 3 seeds measured
+                        in the chapter; never less than one step of the last digit shown. tol, rel and factor
+                        may be added as floors for what seeds do not move (tests/test_glue_spread.py checks that
+                        every tolerant glue declares its spread, and that its tolerance covers it);
       tol=0.05          every number within 0.05 (absolute; percentages in points);
       rel=0.2           every number within 20 % of the committed one;
       factor=3          every number within a factor of 3 (e.g. a memory peak that allocators move);
@@ -115,7 +203,7 @@ def glue(name: str, value, display: bool = False, *, tol=None, rel=None, factor=
     """
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"glue name must be an identifier such as 'ch1_bigram_bpc', got {name!r}")
-    spec = _check_tolerance(tol, rel, factor, timing)
+    spec = _check_tolerance(tol, rel, factor, timing, spread, margin)
     try:
         import IPython
         from myst_nb.ext.glue import GLUE_PREFIX
@@ -125,6 +213,10 @@ def glue(name: str, value, display: bool = False, *, tol=None, rel=None, factor=
         return None
     # what myst_nb.glue displays, plus the tolerance for the drift check
     bundle, metadata = IPython.core.formatters.format_display_data(value)
+    if spread is not None:
+        text = str(bundle.get("text/plain", ""))
+        spec["spread"] = seed_spread(name, text, spread, margin)
+        spec["tol"] = max(spec.get("tol", 0.0), margin * spec["spread"].get("width", 0.0), _display_unit(text))
     prefix = "" if display else GLUE_PREFIX
     metadata["scrapbook"] = dict(name=name, mime_prefix=prefix)
     metadata["book_tolerance"] = spec

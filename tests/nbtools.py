@@ -12,6 +12,7 @@ import nbformat
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 from render import is_solution  # noqa: E402, F401  (a solution code cell, as tools/render.py knows it; re-exported)
+from book.utils import glued_numbers  # noqa: E402  (the numbers a glued text holds, as book.glue reads them)
 CHAPTERS = ROOT / "chapters"
 
 
@@ -78,9 +79,6 @@ def text_outputs(nb) -> list:
 
 
 # ---- glued numbers: committed vs freshly executed ------------------------------------------
-_NUMBER = re.compile(r"[-+]?(?:\d[\d,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
-
-
 def glued(outputs) -> dict:
     """{name: (text value, tolerance spec or None)} of the myst-nb glue outputs in a cell's outputs."""
     found = {}
@@ -95,11 +93,6 @@ def glued(outputs) -> dict:
     return found
 
 
-def _numbers(text: str):
-    nums = [float(m.group().replace(",", "")) for m in _NUMBER.finditer(text)]
-    return _NUMBER.sub("#", text), nums
-
-
 def glue_drift(name: str, committed: str, fresh: str, spec) -> Optional[str]:
     """None when `fresh` is within the declared tolerance of `committed`, else what differs."""
     if spec is None:
@@ -110,8 +103,8 @@ def glue_drift(name: str, committed: str, fresh: str, spec) -> Optional[str]:
         return None
     if committed is None or fresh is None:
         return f"committed {committed!r}, fresh {fresh!r}"
-    shape_c, nums_c = _numbers(committed)
-    shape_f, nums_f = _numbers(fresh)
+    shape_c, nums_c = glued_numbers(committed)
+    shape_f, nums_f = glued_numbers(fresh)
     if not spec or shape_c != shape_f or len(nums_c) != len(nums_f):
         kind = "exact value expected" if not spec else "text around the numbers differs"
         return f"{kind}: committed {committed}, fresh {fresh}"
@@ -222,3 +215,57 @@ def quick_benchmark(script: str, *args: str):
     assert out.returncode == 0, out.stderr[-2000:]
     last = out.stdout.strip().splitlines()[-1]
     return out.stdout, dict(kv.split("=", 1) for kv in last.split() if "=" in kv)
+
+
+# ---- where a trained number's tolerance comes from (book.glue's spread=; CONTRIBUTING.md, "Notebook checks") ------
+TOLERANT = ("tol", "rel", "factor")
+
+
+def spread_problems(chapter: str, outputs, recorded: dict) -> list:
+    """One line per glue in `outputs` whose tolerance does not come from a declared spread across seeds.
+
+    `recorded`: {glue name: [texts glued in the recorded runs with other seeds]} (book/results/glue_spread.csv).
+    A glue with a tolerance (tol, rel, factor) must declare its spread (>= 3 seeds, margin >= 1), and its
+    tolerance at the committed value must cover margin x the spread recomputed from the source today; a glue
+    compared exactly must not move between the recorded seeds.
+    """
+    problems = []
+    for name, (text, spec) in glued(outputs).items():
+        where = f"{chapter}: glue {name!r}"
+        spec = spec or {}
+        if spec.get("timing") or spec.get("any") or text is None:
+            continue
+        if not any(k in spec for k in TOLERANT):
+            seeds = recorded.get(name, [])
+            if len({text, *seeds}) > 1:
+                problems.append(f"{where} is compared exactly but moves between seeds ({[text, *seeds]}): "
+                                "declare spread='glue_spread', margin=..., or glue it timing=True / tol='any'")
+            continue
+        info = spec.get("spread")
+        if not info:
+            problems.append(f"{where} has a tolerance {spec} but declares no spread across seeds")
+            continue
+        if info.get("error"):
+            problems.append(f"{where}: {info['error']}")
+            continue
+        if info.get("seeds", 0) < 3 or not info.get("margin", 0) >= 1:
+            problems.append(f"{where}: spread over {info.get('seeds')} seeds with margin {info.get('margin')}: "
+                            "at least 3 seeds and a margin >= 1")
+            continue
+        if "values" in info:        # measured in the chapter: the values are in the record
+            width = max(info["values"]) - min(info["values"])
+        else:
+            texts = recorded.get(name, []) + [text]
+            columns = list(zip(*(glued_numbers(t)[1] for t in texts)))
+            if len({glued_numbers(t)[0] for t in texts}) != 1 or len(texts) < 3:
+                problems.append(f"{where}: the recorded seeds {texts} do not give a spread: record it again")
+                continue
+            width = max((max(c) - min(c) for c in columns), default=0.0)
+        need = info["margin"] * width
+        for c in glued_numbers(text)[1]:
+            allowed = spec.get("tol", 0.0) + spec.get("rel", 0.0) * abs(c)
+            if allowed + 1e-9 < need:
+                problems.append(f"{where}: tolerance {allowed:g} at {c:g} is narrower than margin "
+                                f"{info['margin']:g} x spread {width:g} = {need:g}: re-execute the chapter")
+                break
+    return problems
