@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime
+import io
 import json
 import os
 import platform
@@ -23,6 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 from book.data import load_shakespeare, shakespeare_split  # noqa: E402
+from book.files import atomic_write  # noqa: E402
 from book.results import RESULTS_DIR, sha256_of  # noqa: E402
 from book.tokenizers import CharTokenizer  # noqa: E402
 
@@ -47,11 +49,13 @@ def parser(doc: str, out: Path, eval_batches: int = 8) -> argparse.ArgumentParse
 
 
 def write_rows(path: Path, fields, rows) -> None:
+    """The table as CSV, written atomically (book.files): a failure midway leaves the previous table as it was."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fields)
-        w.writeheader()
-        w.writerows(rows)
+    text = io.StringIO(newline="")
+    w = csv.DictWriter(text, fields)
+    w.writeheader()
+    w.writerows(rows)
+    atomic_write(path, text.getvalue())
     print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
 
 
@@ -99,7 +103,7 @@ def record(name: str, rows, fields, args: argparse.Namespace, seeds, started: fl
         write_rows(path, fs, rs)
     for fname, text in (texts or {}).items():
         paths.append(out.with_name(fname))
-        paths[-1].write_text(text)
+        atomic_write(paths[-1], text)
         print(f"wrote {paths[-1].relative_to(ROOT) if paths[-1].is_relative_to(ROOT) else paths[-1]}")
     script = Path(script).resolve()
     prov = {
@@ -119,6 +123,6 @@ def record(name: str, rows, fields, args: argparse.Namespace, seeds, started: fl
         **(extra or {}),
     }
     path = out.with_suffix(".json")
-    path.write_text(json.dumps(prov, indent=1) + "\n")
+    atomic_write(path, json.dumps(prov, indent=1) + "\n")
     print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
     return path

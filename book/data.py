@@ -11,13 +11,16 @@ import ast
 import hashlib
 import json
 import os
+import time
 import urllib.request
+import warnings
 from pathlib import Path
 from typing import Optional, Tuple
 
 import torch
 
 from .checks import positive_int, tensor_dims
+from .files import atomic_write
 
 __all__ = ["SHAKESPEARE_URL", "SHAKESPEARE_SHA256", "load_shakespeare", "shakespeare_split", "get_batch",
            "GLUE_DIR", "recorded_glue"]
@@ -25,6 +28,7 @@ __all__ = ["SHAKESPEARE_URL", "SHAKESPEARE_SHA256", "load_shakespeare", "shakesp
 SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 SHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
 FILENAME = "tinyshakespeare.txt"
+DOWNLOAD_DEADLINE_S = 60.0   # the whole download (1.1 MB), not each read: a server that trickles bytes cannot hang it
 # what each chapter glued when tools/execute.py last ran it, one <chapter stem>.json each (package data)
 GLUE_DIR = Path(__file__).resolve().parent / "results" / "glue"
 
@@ -47,33 +51,67 @@ def _read_verified(path: Path) -> Optional[str]:
     return data.decode("utf-8")
 
 
+def _download(url: str, deadline_s: float) -> bytes:
+    """The bytes at `url`, read in chunks; TimeoutError once the whole download has taken `deadline_s` seconds
+    (each read waits at most 15 s, so the overshoot stays under that)."""
+    start = time.monotonic()
+    chunks, size = [], 0
+    with urllib.request.urlopen(url, timeout=min(15.0, deadline_s)) as r:
+        read = getattr(r, "read1", None) or r.read   # read1: what has arrived, without waiting for a full chunk
+        while True:
+            if time.monotonic() - start > deadline_s:
+                raise TimeoutError(f"the download took longer than its deadline of {deadline_s:g} s "
+                                   f"({size:,} bytes arrived)")
+            chunk = read(1 << 16)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+            size += len(chunk)
+
+
 def load_shakespeare(data_dir: Optional[str] = None, download: bool = True) -> str:
     """Return tiny Shakespeare as one string (1,115,394 characters).
 
     Looks in `data_dir`, then $BOOK_DATA_DIR, then the user cache; otherwise downloads it from
-    SHAKESPEARE_URL, checks its sha256 and caches it. Without the file and without network it
+    SHAKESPEARE_URL (within DOWNLOAD_DEADLINE_S seconds in all), checks its sha256 and caches it (written beside,
+    then renamed: never a half-written cache; a damaged cache file is downloaded again). Where the cache cannot be
+    written, the verified text is returned anyway, with a warning. Without the file and without network it
     raises FileNotFoundError saying exactly where to put it.
     """
     folders = [Path(p) for p in (data_dir, os.environ.get("BOOK_DATA_DIR")) if p] + [cache_dir()]
+    target = cache_dir() / FILENAME
+    damaged = ""
     for folder in folders:
         if (folder / FILENAME).is_file():
-            return _read_verified(folder / FILENAME)
-    target = cache_dir() / FILENAME
+            try:
+                return _read_verified(folder / FILENAME)
+            except ValueError:
+                if folder / FILENAME != target or not download:
+                    raise
+                warnings.warn(f"{target} is damaged (sha256 mismatch): downloading it again", stacklevel=2)
+                damaged = f" ({target} is damaged: sha256 mismatch)"
+                break
     error = "download=False"
     if download:
         try:
-            with urllib.request.urlopen(SHAKESPEARE_URL, timeout=30) as r:
-                data = r.read()
+            data = _download(SHAKESPEARE_URL, DOWNLOAD_DEADLINE_S)
             if _sha256(data) != SHAKESPEARE_SHA256:
                 raise ValueError("downloaded file has the wrong sha256")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-            return data.decode("utf-8")
-        except Exception as e:  # no network, proxy, bad checksum...
+        except Exception as e:  # no network, proxy, deadline, bad checksum...
             error = f"{type(e).__name__}: {e}"
+        else:
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write(target, data)
+            except OSError as e:   # a read-only cache folder: the verified text is still good
+                warnings.warn(f"tiny Shakespeare was downloaded and verified but could not be cached at {target} "
+                              f"({type(e).__name__}: {e}); it will be downloaded again next time. To keep it, save "
+                              f"it as {FILENAME} in a writable folder and set BOOK_DATA_DIR to that folder.",
+                              stacklevel=2)
+            return data.decode("utf-8")
     looked = ", ".join(str(f / FILENAME) for f in folders)
     raise FileNotFoundError(
-        f"tiny Shakespeare not found (looked in: {looked}) and it could not be downloaded ({error}).\n"
+        f"tiny Shakespeare not found (looked in: {looked}){damaged} and it could not be downloaded ({error}).\n"
         f"Download {SHAKESPEARE_URL}\nand save it as {target}, or save it as {FILENAME} in a folder "
         f"and set the environment variable BOOK_DATA_DIR to that folder.")
 

@@ -33,6 +33,7 @@ import torch
 import torch.nn as nn
 
 from .checks import positive_int
+from .files import write_together
 from .gpt import GPT, GPTConfig
 
 __all__ = ["export_gpt", "load_exported", "onnx_parity", "git_commit", "live_dir", "LIVE_DIR", "MAX_BYTES",
@@ -56,8 +57,9 @@ class _LogitsAndMaps(nn.Module):
 
 
 def live_dir() -> Path:
-    """Where a chapter writes its export: $BOOK_LIVE_DIR (tools/execute.py sets it to LIVE_DIR when it writes the
-    notebooks), else a fresh temporary folder, so test and smoke runs never overwrite the committed file."""
+    """Where a chapter writes its export: $BOOK_LIVE_DIR, else a fresh temporary folder, so test and smoke runs never
+    overwrite the committed file. tools/execute.py, writing the notebooks, sets it to a temporary folder of its own
+    and moves what the chapter exported there into LIVE_DIR only once the whole notebook ran and was written."""
     value = os.environ.get("BOOK_LIVE_DIR", "").strip()
     path = Path(value) if value else Path(tempfile.mkdtemp(prefix="book-live-"))
     path.mkdir(parents=True, exist_ok=True)
@@ -97,7 +99,9 @@ def export_gpt(model: GPT, tokenizer, path: Union[str, Path], *, provenance: Opt
     """Export `model` to `path` (.onnx) and its vocabulary, config and provenance to the .json beside it.
 
     The graph takes any batch size and any length 1..context_len. Raises ValueError when the two files together
-    exceed max_bytes (they are deleted then). Returns the JSON's content.
+    exceed max_bytes. Both files are made and checked before either is written, then written together (each
+    beside its target, then renamed over it): a failed export leaves a previous pair at `path` as it was.
+    Returns the JSON's content.
     """
     if not isinstance(model, GPT):
         raise TypeError(f"model must be a book.gpt.GPT, got {type(model).__name__}")
@@ -125,20 +129,25 @@ def export_gpt(model: GPT, tokenizer, path: Union[str, Path], *, provenance: Opt
     quiet = logging.getLogger("torch.onnx")   # its notes (e.g. "torchvision is not installed") are not ours
     level = quiet.level
     quiet.setLevel(logging.ERROR)
-    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():   # the exporter's progress lines
-        warnings.simplefilter("ignore")
-        try:
-            torch.onnx.export(wrapper, (example,), str(path), input_names=["idx"],
-                              output_names=["logits", "attention"],
-                              dynamic_shapes=dims, dynamo=True, optimize=False, external_data=False, verbose=False)
-        finally:
-            quiet.setLevel(level)
-    onnx.checker.check_model(str(path))
+    # exported and checked in a scratch folder: the previous pair at `path` stays untouched until both new files
+    # are complete and within max_bytes, and then both are replaced together (book.files.write_together)
+    with tempfile.TemporaryDirectory(prefix="book-export-") as scratch:
+        staged = Path(scratch) / path.name
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():   # the exporter's progress lines
+            warnings.simplefilter("ignore")
+            try:
+                torch.onnx.export(wrapper, (example,), str(staged), input_names=["idx"],
+                                  output_names=["logits", "attention"], dynamic_shapes=dims, dynamo=True,
+                                  optimize=False, external_data=False, verbose=False)
+            finally:
+                quiet.setLevel(level)
+        onnx.checker.check_model(str(staged))
+        graph = staged.read_bytes()
     meta = {
         "format": FORMAT,
         "onnx": path.name,
-        "onnx_bytes": path.stat().st_size,
-        "onnx_sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+        "onnx_bytes": len(graph),
+        "onnx_sha256": hashlib.sha256(graph).hexdigest(),
         "inputs": {"idx": "int64 (B, T), 1 <= T <= context_len"},
         "outputs": {"logits": "float32 (B, T, V)", "attention": "float32 (L, B, H, T, T)"},
         "vocab": vocab,
@@ -150,12 +159,11 @@ def export_gpt(model: GPT, tokenizer, path: Union[str, Path], *, provenance: Opt
         "provenance": provenance or {},
     }
     text = json.dumps(meta, indent=1, ensure_ascii=False) + "\n"
-    total = path.stat().st_size + len(text.encode("utf8"))
+    total = len(graph) + len(text.encode("utf8"))
     if total > max_bytes:
-        path.unlink()
         raise ValueError(f"the export takes {total:,} bytes, more than max_bytes={max_bytes:,}: "
-                         "a smaller model, or a larger limit")
-    _json_name(path).write_text(text, encoding="utf8")
+                         "a smaller model, or a larger limit (nothing was written; a previous export stays)")
+    write_together({path: graph, _json_name(path): text})
     return meta
 
 

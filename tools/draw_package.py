@@ -16,7 +16,7 @@ PACKAGE = ROOT / "book"
 
 # lowest first; the names say what each layer is for
 LAYERS = [
-    ("argument checks", ["checks"]),
+    ("argument checks, safe writes", ["checks", "files"]),
     ("foundations", ["utils", "data", "results", "tokenizers", "tasks", "objectives", "plots"]),
     ("maths and counts", ["optim", "timing", "positional", "kv_cache", "ngram", "widgets", "diagrams"]),
     ("attention and modules", ["attention", "layers", "rnn"]),

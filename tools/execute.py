@@ -13,8 +13,14 @@ values written into the markdown, the MyST kept as each cell's template, see too
 each chapter's wall time in chapters/_generated/runtimes.json and the tables runtimes.md and
 leaderboard.md there, that the intro and recap pages include, and each chapter's glued values in
 book/results/glue/<chapter>.json, where later chapters read them (book.data.recorded_glue).
-Chapter 7 also exports its trained GPT for the website's live section into book/results/live/ (book.export)
-when the notebooks are written; with --no-write it exports to a temporary folder, or to $BOOK_LIVE_DIR if set.
+Chapter 7 also exports its trained GPT for the website's live section (book.export): when the notebooks are
+written, into a temporary folder ($BOOK_LIVE_DIR) whose files move into book/results/live/ only once the notebook ran
+through and was written, so a run that fails later leaves the committed pair as it was; with --no-write it exports
+to a temporary folder, or to $BOOK_LIVE_DIR if set.
+
+Every file is written atomically (book.files: beside the target, then renamed over it): a write that fails leaves
+the committed file as it was, never truncated. runtimes.json and the tables are updated after each notebook that
+ran through, so a later notebook's failure does not leave them behind the notebooks already written.
 """
 from __future__ import annotations
 
@@ -22,7 +28,9 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -33,10 +41,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import render  # noqa: E402  (tools/render.py, next to this file)
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+from book.files import atomic_write, write_together  # noqa: E402  (this repository's package)
+
 CHAPTERS = ROOT / "chapters"
 GENERATED = CHAPTERS / "_generated"
 RUNTIMES = GENERATED / "runtimes.json"
 GLUE_RECORDS = ROOT / "book" / "results" / "glue"   # book.data.GLUE_DIR (tests/test_execute.py ties them)
+LIVE_RECORDS = ROOT / "book" / "results" / "live"   # book.export.LIVE_DIR: the committed export
 LEADERBOARD_MIME = "application/vnd.book.leaderboard+json"
 
 
@@ -73,8 +86,14 @@ def rewrite(path: Path, change) -> bool:
     change(nb)
     if nbformat.writes(nb) == before:
         return False
-    nbformat.write(nb, path)
+    write_notebook(nb, path)
     return True
+
+
+def write_notebook(nb, path: Path) -> None:
+    """nbformat.write(nb, path), atomically: the same bytes, written beside the notebook and renamed over it."""
+    text = nbformat.writes(nb)
+    atomic_write(path, text if text.endswith("\n") else text + "\n")
 
 
 def record_glue(path: Path, nb) -> Path:
@@ -84,7 +103,7 @@ def record_glue(path: Path, nb) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     record = {"chapter": path.stem, "source": "tools/execute.py, from the glue outputs of the committed notebook",
               "values": values}
-    target.write_text(json.dumps(record, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+    atomic_write(target, json.dumps(record, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
     return target
 
 
@@ -108,21 +127,36 @@ def write_tables(runtimes: dict) -> None:
         cpu = f"{r['cpu_s']:.0f}" if r.get("cpu_s") else "not measured yet"
         lines.append(f"| {name} | {cpu} | {gpu} | {size:.2f} |")
         rows += r.get("leaderboard", [])
-    (GENERATED / "runtimes.md").write_text("\n".join(lines) + "\n")
+    atomic_write(GENERATED / "runtimes.md", "\n".join(lines) + "\n")
     lb = ["| chapter | model | val bits/char | parameters | train time (s, CPU) |", "|---|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: -r["val_bpc"]):
         lb.append(f"| {r['chapter']} | {r['name']} | {r['val_bpc']:.3f} | {r['params']:,} | {r['train_s']:.1f} |")
-    (GENERATED / "leaderboard.md").write_text("\n".join(lb) + "\n")
+    atomic_write(GENERATED / "leaderboard.md", "\n".join(lb) + "\n")
     write_budget_table()
 
 
 def write_budget_table() -> None:
     """chapters/_generated/budget_leaderboard.md from the recorded multi-budget leaderboard (book/results)."""
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
     from book.results import budget_table, read_rows
 
-    (GENERATED / "budget_leaderboard.md").write_text(budget_table(read_rows("budget_leaderboard")))
+    atomic_write(GENERATED / "budget_leaderboard.md", budget_table(read_rows("budget_leaderboard")))
+
+
+def write_runtimes(runtimes: dict) -> None:
+    """chapters/_generated/runtimes.json and the tables made from it (write_tables)."""
+    GENERATED.mkdir(exist_ok=True)
+    atomic_write(RUNTIMES, json.dumps(runtimes, indent=1, sort_keys=True) + "\n")
+    write_tables(runtimes)
+
+
+def publish_live(staged: Path) -> list:
+    """Move what a chapter exported into the temporary folder `staged` into book/results/live/, all files together
+    (book.files.write_together: every old file stays as it was unless all new ones were written); return them."""
+    files = {LIVE_RECORDS / f.name: f.read_bytes() for f in sorted(Path(staged).iterdir()) if f.is_file()}
+    if not files:
+        return []
+    LIVE_RECORDS.mkdir(parents=True, exist_ok=True)
+    return write_together(files)
 
 
 def main(argv=None) -> int:
@@ -161,8 +195,6 @@ def main(argv=None) -> int:
     shared = ROOT.parent / "shared" / "data"
     if "BOOK_DATA_DIR" not in os.environ and shared.is_dir():
         os.environ["BOOK_DATA_DIR"] = str(shared)
-    if not args.no_write:   # chapter 7 exports its GPT for the website's live section (book.export.live_dir)
-        os.environ["BOOK_LIVE_DIR"] = str(ROOT / "book" / "results" / "live")
     import torch
     device = "cuda" if torch.cuda.is_available() and os.environ.get("BOOK_DEVICE", "cuda") == "cuda" else "cpu"
     runtimes = json.loads(RUNTIMES.read_text()) if RUNTIMES.exists() else {}
@@ -170,20 +202,33 @@ def main(argv=None) -> int:
         path = path.resolve()
         shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
         print(f"executing {shown} on {device} ...", flush=True)
-        nb, seconds = execute(path, args.timeout)
-        print(f"  {seconds:.1f} s", flush=True)
         if args.no_write:
+            nb, seconds = execute(path, args.timeout)
+            print(f"  {seconds:.1f} s", flush=True)
             continue
-        nbformat.write(nb, path)
-        record_glue(path, nb)
+        # chapter 7 exports its GPT for the website's live section (book.export.live_dir) into a folder of its own,
+        # moved into book/results/live/ only once the notebook ran through and was written
+        staged = Path(tempfile.mkdtemp(prefix="book-live-"))
+        before = os.environ.get("BOOK_LIVE_DIR")
+        os.environ["BOOK_LIVE_DIR"] = str(staged)
+        try:
+            nb, seconds = execute(path, args.timeout)
+            print(f"  {seconds:.1f} s", flush=True)
+            write_notebook(nb, path)
+            record_glue(path, nb)
+            for published in publish_live(staged):
+                print(f"  exported {published.relative_to(ROOT) if published.is_relative_to(ROOT) else published}")
+        finally:
+            if before is None:
+                os.environ.pop("BOOK_LIVE_DIR", None)
+            else:
+                os.environ["BOOK_LIVE_DIR"] = before
+            shutil.rmtree(staged, ignore_errors=True)
         entry = runtimes.setdefault(path.stem, {})
         entry[f"{device}_s"] = round(seconds, 1)
         entry["machine"] = f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}"
         entry["leaderboard"] = leaderboard_rows(nb)
-    if not args.no_write:
-        GENERATED.mkdir(exist_ok=True)
-        RUNTIMES.write_text(json.dumps(runtimes, indent=1, sort_keys=True) + "\n")
-        write_tables(runtimes)
+        write_runtimes(runtimes)   # after each notebook: a later one's failure leaves these up to date
     return 0
 
 

@@ -280,9 +280,10 @@ out = {
     },
 }
 os.makedirs(os.path.dirname(os.path.abspath(result)), exist_ok=True)
-with open(result, "w") as f:
+with open(result + ".tmp", "w") as f:   # beside, then renamed over it: never a half-written results file
     json.dump(out, f, indent=1)
     f.write("\n")
+os.replace(result + ".tmp", result)
 print(json.dumps({k: out[k] for k in ("mode", "gpu", "pytest_exit", "chapters_wall_s")}))
 for name, ch in out["chapters"].items():
     print(f"  {name}: {ch['cells_s']:7.1f} s  {ch['passed']} passed, {ch['failed']} failed, {ch['skipped']} skipped"
