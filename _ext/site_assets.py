@@ -38,7 +38,7 @@ LIVE = "live"              # folder under the built _static/ with the live GPT
 LIVE_JS = "live_gpt.js"
 LIVE_MARK = 'class="live-gpt"'
 LIVE_MODELS = HERE.parent / "book" / "results" / "live"
-ORT = "onnxruntime-web"    # pinned in tools/fetch_assets.sh; only the wasm build's three files are served
+ORT = "onnxruntime-web"    # pinned in tools/assets/package.json; only the wasm build's three files are served
 ORT_FILES = ("ort.wasm.min.js", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
 
 
