@@ -177,3 +177,50 @@ def test_the_site_assets_lockfile_pins_the_versions_of_the_cdn_urls():
     assert cdn and all(deps.get(name) == version for name, version in cdn.items()), (cdn, deps)
     script = (ROOT / "tools" / "fetch_assets.sh").read_text()
     assert "npm ci --ignore-scripts" in script and "npm install" not in script.replace("npm install --package", "")
+
+
+def _site_assets():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_site_assets", ROOT / "_ext" / "site_assets.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_csp_allows_each_inline_script_by_hash_and_the_cdn_folders_only():
+    sa = _site_assets()
+    page = ('<html><head>\n<meta charset="utf-8" />\n<script>var a = 1;</script>\n<script src="x.js"></script>\n'
+            '<script type="application/vnd.jupyter.widget-state+json">{"state": 1}</script>\n'
+            '<script type="module">import("./y.js");</script></head><body><p>x</p></body></html>')
+    cdn = ["https://cdn.jsdelivr.net/npm/mathjax@3.2.2/es5/"]
+    out = sa.with_csp(page, cdn)
+    assert out.index(sa.CSP_MARK) < out.index("<script"), "the policy must come before the scripts it governs"
+    assert sa.with_csp(out, cdn) == out, "writing the policy twice must not add a second one"
+    policy = re.search(r'Content-Security-Policy" content="([^"]+)"', out).group(1)
+    directives = dict(d.split(" ", 1) for d in policy.split("; "))
+    script = directives["script-src"].split()
+    import base64
+    import hashlib
+    want = {"'sha256-" + base64.b64encode(hashlib.sha256(s.encode()).digest()).decode() + "'"
+            for s in ("var a = 1;", 'import("./y.js");')}
+    assert {s for s in script if s.startswith("'sha256-")} == want   # the data block is not a script
+    assert "'unsafe-inline'" not in script and "'unsafe-eval'" not in script and "*" not in policy.split()
+    assert set(script) - want == {"'self'", "'wasm-unsafe-eval'", *cdn}
+    assert directives["object-src"] == "'none'" and directives["default-src"] == "'self'"
+
+
+def test_the_csp_names_the_pinned_cdn_files_of_the_config():
+    import yaml
+
+    sa = _site_assets()
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())["sphinx"]["config"]
+
+    class Config:
+        mathjax_path = config["mathjax_path"]
+        nb_ipywidgets_js = config["nb_ipywidgets_js"]
+
+    folders = sa.cdn_folders(Config)
+    assert folders == ["https://cdn.jsdelivr.net/npm/@jupyter-widgets/html-manager@1.0.15/dist/",
+                       "https://cdn.jsdelivr.net/npm/mathjax@3.2.2/es5/",
+                       "https://cdn.jsdelivr.net/npm/requirejs@2.3.8/"]
