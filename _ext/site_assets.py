@@ -17,11 +17,27 @@ The live GPT (chapter 7, `live_gpt.js` here): a page whose body holds `<div clas
 (book/results/live/*.onnx and *.json, written when chapter 7 runs) and ONNX Runtime Web's wasm build from the
 npm folder (BOOK_LOCAL_ASSETS, else .assets/; `tools/fetch_assets.sh` fills it): the public site serves them
 itself too, so the live section needs no CDN.
+
+Every page gets a Content-Security-Policy (`<meta http-equiv>`, written into the built HTML at the end of the build,
+`add_csp`): scripts only from the site itself, from the folders of the pinned CDN files of `_config.yml` (MathJax,
+RequireJS, the widgets manager; their integrity hashes pin the entry files, the folders hold what they load
+later) and the page's own inline scripts and event handlers (the theme's print and full-screen buttons: with
+'unsafe-hashes'), each allowed by its sha256; on pages with widgets only, 'unsafe-eval' (the widget manager's
+bundled JSON-schema validator, ajv, compiles its validators with `new Function`; without it no widget renders);
+WebAssembly compilation for ONNX Runtime Web ('wasm-unsafe-eval'); styles from the site, the CDN folders and
+inline ('unsafe-inline' for styles only: the themes', MathJax's and the widgets' style attributes and injected
+<style> elements); images from the site, data: and blob: URLs (the themes' CSS icons, the Image widget's frames);
+fonts from the site, data: and the CDN folders; fetches only from the site; no plugins, no <base>, forms only to
+the site. (A <meta> policy cannot set frame-ancestors; that needs an HTTP header from the host.)
 """
 from __future__ import annotations
 
+import base64
+import hashlib
 import os
+import re
 import shutil
+from html import unescape
 from pathlib import Path
 
 VENDOR = "_vendor"  # folder (under the built _static/) that receives the local copies and the paths script
@@ -38,8 +54,80 @@ LIVE = "live"              # folder under the built _static/ with the live GPT
 LIVE_JS = "live_gpt.js"
 LIVE_MARK = 'class="live-gpt"'
 LIVE_MODELS = HERE.parent / "book" / "results" / "live"
-ORT = "onnxruntime-web"    # pinned in tools/fetch_assets.sh; only the wasm build's three files are served
+ORT = "onnxruntime-web"    # pinned in tools/assets/package.json; only the wasm build's three files are served
 ORT_FILES = ("ort.wasm.min.js", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
+
+
+CSP_MARK = '<meta http-equiv="Content-Security-Policy"'
+SCRIPT = re.compile(r"<script\b([^>]*)>(.*?)</script\s*>", re.S | re.I)
+JS_TYPES = {"", "text/javascript", "application/javascript", "module"}
+TAG = re.compile(r"<[a-zA-Z][^<>]*>")
+HANDLER = re.compile(r'\son[a-z]+="([^"]*)"')   # an inline event handler's code, in a tag
+
+
+def cdn_folders(config) -> list:
+    """The folders (URL up to the last /) of the http(s) scripts the config loads: MathJax, RequireJS, the manager."""
+    urls = [config.mathjax_path, *dict(config.nb_ipywidgets_js)]
+    return sorted({u.rsplit("/", 1)[0] + "/" for u in urls if str(u).startswith(("https://", "http://"))})
+
+
+def inline_script_hashes(html: str) -> list:
+    """'sha256-...' of each inline script the browser would run (not data blocks such as the widget state)."""
+    hashes = []
+    for attrs, body in SCRIPT.findall(html):
+        kind = re.search(r"""\btype\s*=\s*["']?([^"'\s>]*)""", attrs, re.I)
+        if re.search(r"\bsrc\s*=", attrs, re.I) or (kind and kind.group(1).lower() not in JS_TYPES):
+            continue
+        digest = base64.b64encode(hashlib.sha256(body.encode("utf-8")).digest()).decode()
+        if f"'sha256-{digest}'" not in hashes:
+            hashes.append(f"'sha256-{digest}'")
+    return hashes
+
+
+def handler_hashes(html: str) -> list:
+    """'sha256-...' of each inline event handler (sphinx-book-theme's onclick="window.print()" and the like)."""
+    hashes = []
+    for value in (code for tag in TAG.findall(html) for code in HANDLER.findall(tag)):
+        digest = base64.b64encode(hashlib.sha256(unescape(value).encode("utf-8")).digest()).decode()
+        if f"'sha256-{digest}'" not in hashes:
+            hashes.append(f"'sha256-{digest}'")
+    return hashes
+
+
+def csp_policy(cdn: list, hashes: list, handlers: list = (), widgets: bool = False) -> str:
+    """The page's Content-Security-Policy (see the module docstring)."""
+    remote = " ".join(cdn)
+    unsafe_hashes = ["'unsafe-hashes'", *handlers] if handlers else []
+    evaluates = ["'unsafe-eval'"] if widgets else []
+    return "; ".join([
+        "default-src 'self'",
+        " ".join(["script-src 'self'", *evaluates, "'wasm-unsafe-eval'", *hashes, *unsafe_hashes, *cdn]),
+        f"style-src 'self' 'unsafe-inline' {remote}".strip(),
+        "img-src 'self' data: blob:",
+        f"font-src 'self' data: {remote}".strip(),
+        "connect-src 'self'",
+        "object-src 'none'",
+        "base-uri 'self'",
+        "form-action 'self'",
+    ])
+
+
+def with_csp(html: str, cdn: list) -> str:
+    """The page with its CSP meta tag (first in <head>, after the charset; an earlier one is replaced)."""
+    html = re.sub(re.escape(CSP_MARK) + r'[^>]*>\n?', "", html)
+    widgets = bool(re.search(r'<script[^>]*\ssrc="[^"]*/embed-amd\.js"', html))
+    tag = f'{CSP_MARK} content="{csp_policy(cdn, inline_script_hashes(html), handler_hashes(html), widgets)}">'
+    head = re.search(r"<meta charset=[^>]*>\n?", html, re.I) or re.search(r"<head[^>]*>\n?", html, re.I)
+    at = head.end() if head else 0   # no <head>: a redirect page (index.html), the tag first
+    return html[:at] + tag + "\n" + html[at:]
+
+
+def add_csp(outdir: Path, cdn: list) -> int:
+    """Write the CSP into every built page (not into files under _static/); returns how many pages."""
+    pages = [f for f in Path(outdir).rglob("*.html") if "_static" not in f.relative_to(outdir).parts]
+    for page in pages:
+        page.write_text(with_csp(page.read_text(encoding="utf-8"), cdn), encoding="utf-8")
+    return len(pages)
 
 
 def local_assets_dir() -> Path | None:
@@ -81,6 +169,7 @@ def _widget_js(config, local: bool) -> dict:
 def configure(app, config) -> None:
     """config-inited: choose CDN or local assets."""
     modules = local_assets_dir()
+    app.site_assets_cdn = cdn_folders(config)   # the public build's CDN folders, before any local swap
     config.nb_ipywidgets_js = _widget_js(config, local=modules is not None)
     if modules is not None:
         config.mathjax_path = f"{VENDOR}/mathjax/tex-mml-chtml.js"
@@ -128,6 +217,7 @@ def copy_assets(app, exception) -> None:
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copy2(HERE / PATHS_JS, dest / PATHS_JS)
     copy_live(app)
+    add_csp(Path(app.outdir), getattr(app, "site_assets_cdn", []))
     modules = getattr(app, "site_assets_modules", None)
     if modules is None:
         return

@@ -29,7 +29,9 @@ def test_the_gpu_plan_runs_every_chapter_on_cuda_and_installs_offline():
     assert f"chapters ({len(chapters)}): {' '.join(chapters)}" in out.stdout
     assert "mode: gpu (BOOK_DEVICE=cuda)" in out.stdout
     assert f"workers: {min(len(chapters), 10)}" in out.stdout
-    assert "--no-index --find-links .whl" in out.stdout
+    assert "--require-hashes --no-index --find-links .whl -r .whl/hashes.txt" in out.stdout
+    assert "--require-hashes --no-index --find-links .whl --no-deps -r .whl/hashes-nodeps.txt" in out.stdout
+    assert "--junitxml=$(mktemp -d)/junit.xml" in out.stdout      # a fresh private folder, no predictable /tmp name
     assert "--nbval " in out.stdout and "--dist loadfile" in out.stdout
     assert "results: book/results/gpu_run.json" in out.stdout
 
@@ -50,6 +52,14 @@ def test_the_pins_are_requirements_txt_pins():
     for name in ("nbval", "ipykernel", "ipywidgets", "nbformat", "tqdm", "myst-nb"):
         assert f"{name}=={pins[name]}" in out.stdout
     assert "--python-version 3.12" in out.stdout
+    downloads = [line for line in out.stdout.splitlines() if line.startswith("pip download")]
+    assert len(downloads) == 3 and all("--only-binary=:all:" in line for line in downloads)   # no build hooks run
+    assert "sha256 of every wheel -> .whl/hashes.txt" in out.stdout
+
+
+def test_the_script_uses_no_predictable_temporary_path():
+    text = SCRIPT.read_text()
+    assert "$$" not in text and 'mktemp -d "${TMPDIR:-/tmp}/gpu_run.XXXXXXXX"' in text
 
 
 def test_the_pretrained_section_is_what_gets_deselected_without_its_weights():

@@ -193,6 +193,36 @@ def test_no_console_errors_or_failed_requests(visits, docname):
         f"{docname}: {v.info['rendered']} of {v.info['views']} widgets rendered")
 
 
+def test_every_built_page_carries_the_content_security_policy(site_html):
+    """The CSP meta tag (_ext/site_assets.py) leads each page's <head>; every inline script and inline handler the
+    page holds is allowed by its sha256, nothing inline or evaluated otherwise ('unsafe-eval' only where the widget
+    manager runs). The browser tests above then fail on any violation: Chromium logs each one as a console error."""
+    import hashlib
+    from html import unescape
+
+    pages = [f for f in site_html.rglob("*.html") if "_static" not in f.relative_to(site_html).parts]
+    assert len(pages) >= len(PAGES)
+    for page in pages:
+        html = page.read_text(encoding="utf8")
+        found = re.findall(r'<meta http-equiv="Content-Security-Policy" content="([^"]+)">', html)
+        assert len(found) == 1, f"{page.name}: {len(found)} CSP meta tags"
+        assert html.index("Content-Security-Policy") < html.find("<script") or "<script" not in html
+        directives = dict(d.split(" ", 1) for d in found[0].split("; "))
+        script = directives["script-src"].split()
+        assert "'unsafe-inline'" not in script and "*" not in script and "https:" not in script, page.name
+        assert directives["object-src"] == "'none'" and directives["default-src"] == "'self'", page.name
+        assert ("'unsafe-eval'" in script) == ("embed-amd.js" in html), f"{page.name}: 'unsafe-eval' off widget pages"
+        for attrs, body in re.findall(r"<script\b([^>]*)>(.*?)</script\s*>", html, re.S):
+            if "src=" in attrs or "type=" in attrs and not re.search(r'type="(text/javascript|module)"', attrs):
+                continue
+            digest = "'sha256-" + base64.b64encode(hashlib.sha256(body.encode()).digest()).decode() + "'"
+            assert digest in script, f"{page.name}: an inline script not allowed by the policy: {body[:80]!r}"
+        tags = re.findall(r"<[a-zA-Z][^<>]*>", html)
+        for code in (c for tag in tags for c in re.findall(r'\son[a-z]+="([^"]*)"', tag)):
+            digest = "'sha256-" + base64.b64encode(hashlib.sha256(unescape(code).encode()).digest()).decode() + "'"
+            assert "'unsafe-hashes'" in script and digest in script, f"{page.name}: inline handler {code!r}"
+
+
 @lru_cache(maxsize=None)
 def _anchors(path: Path) -> frozenset[str]:
     return frozenset(ID_RE.findall(path.read_text(encoding="utf8", errors="replace")))

