@@ -116,7 +116,9 @@ class Transformer(nn.Module):
         for name, p in self.named_parameters():
             if p.dim() > 1 and "emb" not in name:
                 nn.init.xavier_uniform_(p)   # as nn.Transformer
-        for emb in {self.src_emb, self.tgt_emb}:
+        # source, then target (once if shared): a set's order follows memory addresses, so two models built
+        # from the same seed could draw their embeddings in either order and differ from run to run
+        for emb in dict.fromkeys((self.src_emb, self.tgt_emb)):
             nn.init.normal_(emb.weight, std=c.d_model ** -0.5)   # times sqrt(C): unit size, like the positions
         if c.tie_output:
             self.lm_head.weight = self.tgt_emb.weight
