@@ -8,7 +8,8 @@ Shape legend (batch first): B batch, T time, V vocab.
   for use_cache=True also model.new_cache(batch_size, context_len) -> a cache (book.kv_cache.KVCache), and
   model(idx_new, cache=cache), which reads only the tokens after the cached ones and advances the cache.
 `greedy_translate` does the same for an encoder-decoder (book.transformer.Transformer): encode once, then decode.
-The model never needs this module: generation sits on top of the models, as training does.
+The model never needs this module: generation sits on top of the models, as training does. Both loops are
+book.decoding.decode_loop, the one decoding loop of the package, which every other decoder uses too.
 
 Sampling works on logits (..., V): temperature divides them, top-k and top-p set the logits of
 dropped tokens to -inf, so a softmax afterwards gives them probability exactly 0.

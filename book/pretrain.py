@@ -263,6 +263,7 @@ def write(model, family: str, prompt: torch.Tensor, n_new: int, vocab: PretrainV
 
     gpt samples the next character; bert appends [MASK] and samples what it guesses there ("repeated
     unmasking"); t5 appends a sentinel and samples that span, up to max_span characters or its next sentinel.
+    Each step reads the latest context_len characters (context_len_of; None: all of them).
     """
     _check_family(family)
     if prompt.dim() != 2 or prompt.shape[0] != 1:
@@ -405,7 +406,8 @@ def finetune(model, pairs: Sequence[Tuple[str, str]], encode: Callable, pad_id: 
 @torch.no_grad()
 def answer(model, prompts: Sequence[str], encode: Callable, decode: Callable, n_chars: int,
            max_new: int = 8, stop: str = "\n") -> List[str]:
-    """Greedy answers of a GPT to each prompt, up to `stop` or max_new characters (the stop not included)."""
+    """Greedy answers of a GPT to each prompt, up to `stop` or max_new characters (the stop not included).
+    Each step reads the latest context_len tokens (context_len_of; None: all of them)."""
     out = []
     device = next(model.parameters()).device
     for prompt in prompts:

@@ -292,3 +292,114 @@ EXPECTED = {
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_decoding_is_unchanged(name):
     assert CASES[name]() == EXPECTED[name]
+
+
+# ---- the one loop itself, and what it now handles: context_len None, max_len past a context that cannot slide ----
+def test_decode_loop_appends_crops_and_stops():
+    from book.decoding import decode_loop
+
+    seen = []
+
+    def step(x):                                   # the next token's logits: a one-hot of (last id + 1) % 5
+        seen.append(x.shape[1])
+        return torch.nn.functional.one_hot((x[:, -1] + 1) % 5, 5).float()
+
+    argmax = lambda logits: logits.argmax(-1)
+    start = torch.tensor([[0], [2]])
+    assert decode_loop(step, start, 4, argmax).tolist() == [[0, 1, 2, 3, 4], [2, 3, 4, 0, 1]]
+    assert seen == [1, 2, 3, 4]
+    seen.clear()
+    decode_loop(step, start, 4, argmax, context_len=2)
+    assert seen == [1, 2, 2, 2]                     # the window slides
+    seen.clear()
+    decode_loop(step, start, 4, argmax, incremental=True)
+    assert seen == [1, 1, 1, 1]                     # only the new token after the first step
+    assert decode_loop(step, start, 6, argmax, eos=4, pad=9).tolist() == [[0, 1, 2, 3, 4], [2, 3, 4, 9, 9]]
+    assert decode_loop(step, start, 6, argmax, eos=3, pad=9).tolist() == [[0, 1, 2, 3], [2, 3, 9, 9]]
+    assert decode_loop(step, start, 6, argmax, stop_after=lambda nxt: bool((nxt == 3).any())).tolist() == [[0, 1],
+                                                                                                          [2, 3]]
+    assert decode_loop(step, start, 6, argmax, stop_before=lambda logits, ids: ids.shape[1] == 3).tolist() == \
+        [[0, 1, 2], [2, 3, 4]]
+    assert decode_loop(step, start, 0, argmax).tolist() == [[0], [2]]
+    pair = lambda logits: torch.stack([logits.argmax(-1)] * 2, 1)      # two tokens a step; the last step is cut
+    assert decode_loop(step, start, 3, pair).tolist() == [[0, 1, 1, 2], [2, 3, 3, 4]]
+
+
+def test_decode_loop_says_what_is_wrong_and_restores_the_mode():
+    from book.decoding import decode_loop
+
+    step = lambda x: torch.zeros(x.shape[0], 5)
+    with pytest.raises(ValueError, match=r"max_len=5 runs past the model's context_len=3.*give max_len <= 3"):
+        decode_loop(step, torch.zeros(2, 1, dtype=torch.long), 5, lambda logits: logits.argmax(-1), context_len=3,
+                    slide=False, name="max_len")
+    with pytest.raises(ValueError, match=r"choose must give the next token\(s\).*got \(2, 0\)"):
+        decode_loop(step, torch.zeros(2, 1, dtype=torch.long), 5, lambda logits: logits[:, :0])
+    with pytest.raises(ValueError, match="max_new"):
+        decode_loop(step, torch.zeros(2, 1, dtype=torch.long), -1, lambda logits: logits.argmax(-1))
+    model = torch.nn.Linear(2, 2).train()
+
+    def boom(x):
+        assert not model.training
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        decode_loop(boom, torch.zeros(2, 1, dtype=torch.long), 3, lambda logits: logits, model=model)
+    assert model.training
+
+
+def _never_ends(seed=0):
+    """An encoder-decoder whose greedy translation never writes EOS (id 2): its output layer never picks it."""
+    model = _transformer(seed, ctx=6)
+    decode = model.decode
+    model.decode = lambda *a, **kw: decode(*a, **kw).index_fill(-1, torch.tensor([2]), -1e4)
+    return model
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_greedy_translate_past_the_context_names_max_len(use_cache):
+    model, src = _never_ends(), _src(B=2)
+    assert greedy_translate(model, src, 6, use_cache=use_cache).shape == (2, 6)        # max_len = context_len
+    with pytest.raises(ValueError, match=r"max_len=10 runs past the model's context_len=6.*give max_len <= 6"):
+        greedy_translate(model, src, 10, use_cache=use_cache)
+    assert not model.training
+
+
+def test_stream_translator_past_the_context_names_max_len():
+    torch.manual_seed(6)
+    model = StreamTranslator(GPT(GPTConfig(9 + 5, 8, d_model=16, n_heads=2, n_layers=1)), 9, 5)
+    forward = model.forward
+    model.forward = lambda *a: forward(*a).index_fill(-1, torch.tensor([2]), -1e4)   # the target's EOS never wins
+    src = torch.tensor([[3, 4, 5], [3, 4, 0]])
+    assert model.greedy(src, 5).shape == (2, 5)                                          # 3 + 5 = 8 positions
+    with pytest.raises(ValueError, match=r"max_len=7 runs past the model's context_len=5.*give max_len <= 5"):
+        model.greedy(src, 7)
+    with pytest.raises(ValueError, match="no room"):
+        model.greedy(torch.tensor([[3, 4, 5, 6, 7, 8, 3, 4]]), 2)
+
+
+def test_write_and_answer_read_a_model_without_a_context_length():
+    """context_len None (a CharRNN): every step reads the whole text; before, ids[:, -None:] raised TypeError."""
+    torch.manual_seed(0)
+    rnn = CharRNN(VOCAB.size, d_emb=8, d_hidden=16).eval()
+    prompt = torch.tensor([[1, 2, 3]])
+    out = write(rnn, "gpt", prompt, 6, VOCAB, generator=torch.Generator().manual_seed(0))
+    assert out.shape == (1, 9) and out[0, :3].tolist() == [1, 2, 3] and int(out.max()) < VOCAB.n_chars
+    gen = torch.Generator().manual_seed(0)
+    assert torch.equal(out, generate_chars(rnn, prompt, 6, gen))
+    enc = lambda s: [int(c) for c in s]
+    dec = lambda ids: "".join(str(i) for i in ids)
+    got = answer(rnn, ["123"], enc, dec, n_chars=10, max_new=4)
+    want = rnn(torch.tensor([enc("123")]))[0, -1, :10].argmax()
+    assert len(got[0]) == 4 and got[0][0] == str(int(want))
+
+
+def generate_chars(model, prompt, n, gen):
+    """write's gpt family by hand: sample among the characters only, reading everything."""
+    from book.generate import sample_next
+
+    ids = prompt
+    with torch.no_grad():
+        for _ in range(n):
+            nxt = sample_next(model(ids)[:, -1, :VOCAB.n_chars], 0.8, generator=gen)
+            ids = torch.cat([ids, nxt[:, None]], 1)
+    return ids
