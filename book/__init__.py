@@ -5,7 +5,7 @@ Organised by concept, in layers that import only downwards (tests/test_layering.
 - foundations: utils, data, results (recorded benchmark tables and their provenance), tokenizers, tasks, objectives,
   plots;
 - maths and counts: optim (the one training loop, fit, and the optimizer builder), timing, positional, kv_cache,
-  ngram, widgets, diagrams;
+  decoding (the one decoding loop, decode_loop), ngram, widgets, diagrams;
 - attention and modules: attention (the functions and the one Attention module), layers (FFN, norms), rnn;
 - blocks and exercises: blocks, exercises;
 - models: gpt, bert, seq2seq, transformer;

@@ -8,7 +8,8 @@ Shape legend (batch first): B batch, T time, V vocab.
   for use_cache=True also model.new_cache(batch_size, context_len) -> a cache (book.kv_cache.KVCache), and
   model(idx_new, cache=cache), which reads only the tokens after the cached ones and advances the cache.
 `greedy_translate` does the same for an encoder-decoder (book.transformer.Transformer): encode once, then decode.
-The model never needs this module: generation sits on top of the models, as training does.
+The model never needs this module: generation sits on top of the models, as training does. Both loops are
+book.decoding.decode_loop, the one decoding loop of the package, which every other decoder uses too.
 
 Sampling works on logits (..., V): temperature divides them, top-k and top-p set the logits of
 dropped tokens to -inf, so a softmax afterwards gives them probability exactly 0.
@@ -22,6 +23,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .checks import optional_positive_int, positive_int, positive_number, token_ids
+from .decoding import decode_loop
 from .utils import step_budget
 
 __all__ = ["greedy", "apply_temperature", "top_k_filter", "top_p_filter", "next_token_probs",
@@ -137,18 +139,10 @@ def generate(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, *, temper
             raise ValueError(f"with a KV cache, prompt + new tokens must fit context_len={ctx} "
                              f"(absolute positions cannot slide), got {idx.shape[1]} + {max_new_tokens}")
         cache = model.new_cache(idx.shape[0], idx.shape[1] + max_new_tokens)
-    was_training = model.training
-    model.eval()
-    try:
-        step_input = idx
-        for _ in range(max_new_tokens):
-            logits = model(step_input, cache=cache) if use_cache else model(idx if ctx is None else idx[:, -ctx:])
-            nxt = sample_next(logits[:, -1, :], temperature, top_k, top_p, generator)  # (B,)
-            idx = torch.cat([idx, nxt[:, None]], dim=1)
-            step_input = nxt[:, None]  # with a cache, only the new token goes in next time
-    finally:
-        model.train(was_training)
-    return idx
+    step = (lambda x: model(x, cache=cache)[:, -1, :]) if use_cache else (lambda x: model(x)[:, -1, :])
+    return decode_loop(step, idx, max_new_tokens, lambda logits: sample_next(logits, temperature, top_k, top_p,
+                                                                             generator),
+                       context_len=ctx, incremental=use_cache, model=model, name="max_new_tokens")
 
 
 def check_top_p(fn) -> bool:
@@ -191,22 +185,22 @@ def greedy_translate(model: nn.Module, src: torch.Tensor, max_len: int, *, bos: 
         keep = model.src_keep_mask(src)
         memory = model.encode(src, keep)
         cache = model.new_cache(B, max_len) if use_cache else None
-        tgt = torch.full((B, 1), bos, dtype=torch.long, device=src.device)
-        done = torch.zeros(B, dtype=torch.bool, device=src.device)
         weights = []
-        for _ in range(max_len):
+
+        def step(tgt):          # tgt: the newest token with a cache, else all of them; -> (B, V)
+            nonlocal memory
             if reencode:
                 memory = model.encode(src, keep)
-            step_in = tgt[:, -1:] if use_cache else tgt
-            out = model.decode(step_in, memory, keep, cache=cache, need_weights=need_weights)
+            out = model.decode(tgt, memory, keep, cache=cache, need_weights=need_weights)
             logits, w = out if need_weights else (out, None)
-            nxt = greedy(logits[:, -1]).masked_fill(done, pad)   # (B,)
-            tgt = torch.cat([tgt, nxt[:, None]], dim=1)
             if need_weights:
                 weights.append(torch.stack([lw[:, :, -1] for lw in w]))   # (L, B, H, S) for the newest token
-            done |= nxt == eos
-            if done.all():
-                break
+            return logits[:, -1]
+
+        bos_column = torch.full((B, 1), bos, dtype=torch.long, device=src.device)
+        ctx = getattr(getattr(model, "config", None), "context_len", None)     # the decoder's positions
+        tgt = decode_loop(step, bos_column, max_len, greedy, context_len=ctx, slide=False, incremental=use_cache,
+                          eos=eos, pad=pad, name="max_len")
     finally:
         model.train(was_training)
     ids = tgt[:, 1:]

@@ -22,6 +22,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .data import get_batch
+from .decoding import decode_loop
 from .generate import context_len_of, sample_next
 from .objectives import IGNORE, PretrainVocab, mask_tokens, span_corrupt
 from .checks import non_negative_int, optional_positive_int, positive_int, tensor_dims, token_ids
@@ -262,30 +263,31 @@ def write(model, family: str, prompt: torch.Tensor, n_new: int, vocab: PretrainV
 
     gpt samples the next character; bert appends [MASK] and samples what it guesses there ("repeated
     unmasking"); t5 appends a sentinel and samples that span, up to max_span characters or its next sentinel.
+    Each step reads the latest context_len characters (context_len_of; None: all of them).
     """
     _check_family(family)
     if prompt.dim() != 2 or prompt.shape[0] != 1:
         raise ValueError(f"prompt should have shape (1, P), got {tuple(prompt.shape)}")
-    ctx, ids = context_len_of(model), prompt
+    positive_int(max_span=max_span)
+    ctx = context_len_of(model)                      # None (e.g. a CharRNN): every step reads the whole text
     one = lambda i: torch.full((1, 1), i, dtype=torch.long, device=prompt.device)
-    goal = prompt.shape[1] + step_budget(n_new)
-    while ids.shape[1] < goal:
-        if family == "gpt":
-            nxt = _sample_chars(model(ids[:, -ctx:])[:, -1], vocab.n_chars, temperature, generator)[:, None]
-        elif family == "bert":
-            x = torch.cat([ids[:, -(ctx - 1):], one(vocab.mask)], dim=1)
-            nxt = _sample_chars(model(x)[:, -1], vocab.n_chars, temperature, generator)[:, None]
-        else:
-            enc = torch.cat([ids[:, -(ctx - 1):], one(vocab.sentinel(0))], dim=1)
-            memory, dec = model.encode(enc), torch.cat([one(vocab.bos), one(vocab.sentinel(0))], dim=1)
-            for _ in range(max_span):
-                logits = model.decode(dec, memory)[:, -1]
-                if dec.shape[1] > 2 and int(logits.argmax(-1)) >= vocab.n_chars:
-                    break                                   # the span ends where the model writes a special
-                dec = torch.cat([dec, _sample_chars(logits, vocab.n_chars, temperature, generator)[:, None]], 1)
-            nxt = dec[:, 2:]
-        ids = torch.cat([ids, nxt], dim=1)
-    return ids[:, :goal]
+    chars = lambda logits: _sample_chars(logits, vocab.n_chars, temperature, generator)
+    if family == "gpt":
+        return decode_loop(lambda ids: model(ids)[:, -1], prompt, step_budget(n_new), chars, context_len=ctx,
+                           name="n_new")
+    if family == "bert":
+        return decode_loop(lambda ids: model(torch.cat([ids, one(vocab.mask)], dim=1))[:, -1], prompt,
+                           step_budget(n_new), chars, context_len=None if ctx is None else ctx - 1, name="n_new")
+
+    def span(ids):                                   # t5: one sentinel's span, up to max_span characters (1, k)
+        memory = model.encode(torch.cat([ids, one(vocab.sentinel(0))], dim=1))
+        ends = lambda logits, dec: dec.shape[1] > 2 and int(logits.argmax(-1)) >= vocab.n_chars   # a special
+        dec = decode_loop(lambda dec: model.decode(dec, memory)[:, -1], torch.cat([one(vocab.bos),
+                          one(vocab.sentinel(0))], dim=1), max_span, chars, stop_before=ends, name="max_span")
+        return dec[:, 2:]
+
+    return decode_loop(span, prompt, step_budget(n_new), lambda span_ids: span_ids,
+                       context_len=None if ctx is None else ctx - 1, name="n_new")
 
 
 def word_rate(text: str, known: Iterable[str]) -> float:
@@ -404,16 +406,14 @@ def finetune(model, pairs: Sequence[Tuple[str, str]], encode: Callable, pad_id: 
 @torch.no_grad()
 def answer(model, prompts: Sequence[str], encode: Callable, decode: Callable, n_chars: int,
            max_new: int = 8, stop: str = "\n") -> List[str]:
-    """Greedy answers of a GPT to each prompt, up to `stop` or max_new characters (the stop not included)."""
+    """Greedy answers of a GPT to each prompt, up to `stop` or max_new characters (the stop not included).
+    Each step reads the latest context_len tokens (context_len_of; None: all of them)."""
     out = []
     device = next(model.parameters()).device
     for prompt in prompts:
-        ids = torch.tensor([encode(prompt)], device=device)
-        for _ in range(max_new):
-            nxt = model(ids[:, -context_len_of(model):])[:, -1, :n_chars].argmax(-1, keepdim=True)
-            ids = torch.cat([ids, nxt], dim=1)
-            if decode([int(nxt)]) == stop:
-                break
+        ids = decode_loop(lambda x: model(x)[:, -1, :n_chars], torch.tensor([encode(prompt)], device=device),
+                          max_new, lambda logits: logits.argmax(-1), context_len=context_len_of(model),
+                          stop_after=lambda nxt: decode([int(nxt)]) == stop, name="max_new")
         out.append(decode(ids[0, len(encode(prompt)):].tolist()).split(stop)[0])
     return out
 
@@ -463,17 +463,12 @@ class StreamTranslator(nn.Module):
         """Greedy decoding, as book.generate.greedy_translate: src (B, S) -> target ids (B, T') without BOS,
         pad_id after a row's EOS. Each step re-reads the whole stream (no cache: the streams are short)."""
         positive_int(max_len=max_len)
-        was_training = self.training
-        self.eval()
-        try:
-            tgt = torch.full((src.shape[0], 1), bos, dtype=torch.long, device=src.device)
-            done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
-            for _ in range(max_len):
-                nxt = self(src, tgt)[:, -1].argmax(-1).masked_fill(done, self.pad_id)
-                tgt = torch.cat([tgt, nxt[:, None]], dim=1)
-                done |= nxt == eos
-                if done.all():
-                    break
-        finally:
-            self.train(was_training)
+        tensor_dims(src, 2, "src")
+        room = self.gpt.config.context_len - int((src != self.pad_id).sum(1).max())   # the target's positions
+        if room < 1:
+            raise ValueError(f"src's longest row fills the GPT's context_len={self.gpt.config.context_len}: no "
+                             "room is left for the target")
+        bos_column = torch.full((src.shape[0], 1), bos, dtype=torch.long, device=src.device)
+        tgt = decode_loop(lambda tgt: self(src, tgt)[:, -1], bos_column, max_len, lambda logits: logits.argmax(-1),
+                          context_len=room, slide=False, eos=eos, pad=self.pad_id, model=self, name="max_len")
         return tgt[:, 1:]

@@ -15,6 +15,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .checks import positive_int, positive_number
+from .decoding import decode_loop
 from .optim import build_optimizer, fit
 from .tasks import BOS, EOS, PAD, ToyTranslation
 
@@ -189,18 +190,19 @@ class Seq2Seq(nn.Module):
             raise ValueError(f"max_len must be >= 1, got {max_len}")
         H, summary, keep_mask, keys = self._prepare(src)
         s = self.decoder.start(H, summary)
-        y = torch.full((src.shape[0],), BOS, dtype=torch.long, device=src.device)
-        ids, weights, done = [], [], torch.zeros_like(y, dtype=torch.bool)
-        for _ in range(max_len):
-            out, s, w = self.decoder.step(y, s, H, summary, keep_mask, keys)
-            y = out.argmax(-1).masked_fill(done, PAD)
-            ids.append(y)
+        weights = []
+
+        def step(y):            # y (B, 1): the newest token; the decoder's state s holds the rest -> (B, V)
+            nonlocal s
+            out, s, w = self.decoder.step(y[:, -1], s, H, summary, keep_mask, keys)
             weights.append(w)
-            done |= y == EOS
-            if done.all():
-                break
+            return out
+
+        bos_column = torch.full((src.shape[0], 1), BOS, dtype=torch.long, device=src.device)
+        ids = decode_loop(step, bos_column, max_len, lambda logits: logits.argmax(-1), incremental=True, eos=EOS,
+                          pad=PAD, name="max_len")
         att = None if weights[0] is None else torch.stack(weights, 1)
-        return torch.stack(ids, 1), att
+        return ids[:, 1:].contiguous(), att
 
 
 @dataclass

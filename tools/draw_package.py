@@ -18,7 +18,8 @@ PACKAGE = ROOT / "book"
 LAYERS = [
     ("argument checks, safe writes", ["checks", "files"]),
     ("foundations", ["utils", "data", "results", "tokenizers", "tasks", "objectives", "plots"]),
-    ("maths and counts", ["optim", "timing", "positional", "kv_cache", "ngram", "widgets", "diagrams"]),
+    ("maths and counts", ["optim", "timing", "positional", "kv_cache", "decoding", "ngram", "widgets",
+                          "diagrams"]),
     ("attention and modules", ["attention", "layers", "rnn"]),
     ("blocks and exercises", ["blocks", "exercises"]),
     ("models", ["gpt", "bert", "seq2seq", "transformer"]),
