@@ -139,3 +139,16 @@ def test_count_and_checkers():
     assert check_cross_attention(weights)
     with pytest.raises(AssertionError, match="differ"):
         check_cross_attention(lambda y, m, a, k: weights(y, m, a, torch.ones_like(k)))
+
+
+def test_the_same_seed_builds_the_same_transformer_whatever_the_memory_layout():
+    """The embeddings are drawn source first, then target: not in a set's order, which follows addresses."""
+    cfg = TransformerConfig(11, 13, context_len=8, d_model=16, n_heads=2, n_layers=1, d_ff=32)
+    built = []
+    for k in range(6):
+        keep = [torch.empty(1 + 97 * k) for _ in range(k)]   # shift where the next modules are allocated
+        torch.manual_seed(0)
+        built.append(Transformer(cfg).state_dict())
+        del keep
+    for other in built[1:]:
+        assert all(torch.equal(built[0][n], other[n]) for n in built[0])
