@@ -14,10 +14,11 @@ and a cell that raises does not stop the run; the table says how many cells rais
 
 Writes book/results/glue_spread.csv (chapter, seed_shift, name, value: the glued text/plain) and its provenance;
 book.glue(name, value, spread="glue_spread", margin=...) reads it. The last line printed:
-`chapters=N runs=N glues=N errored_cells=N`.
+`chapters=N runs=N glues=N errored_cells=N failed_runs=N`.
 """
 from __future__ import annotations
 
+import json
 import os
 import sys
 import tempfile
@@ -86,9 +87,20 @@ def run_notebook(path: Path, shift: int, timeout: int = 900) -> tuple:
 
 
 def _job(args):
-    path, shift, timeout = args
-    rows, errored, seconds = run_notebook(Path(path), shift, timeout)
+    """One run's rows; kept in `keep` (a folder, or None) so that an interrupted recording resumes where it was."""
+    path, shift, timeout, keep = args
+    done = Path(keep) / f"{Path(path).stem}_{shift}.json" if keep else None
+    if done and done.exists():
+        return json.loads(done.read_text())
+    try:
+        rows, errored, seconds = run_notebook(Path(path), shift, timeout)
+    except Exception as err:     # a dead kernel or a cell past its timeout: the run counts as failed, the rest go on
+        print(f"{Path(path).stem} shift {shift}: failed ({type(err).__name__}: {str(err)[:200]})", flush=True)
+        return []
     print(f"{Path(path).stem} shift {shift}: {len(rows)} glues, {errored} errored cells, {seconds:.0f} s", flush=True)
+    if done:
+        done.parent.mkdir(parents=True, exist_ok=True)
+        done.write_text(json.dumps(rows))
     return rows
 
 
@@ -104,7 +116,9 @@ def main(argv=None) -> int:
     p.add_argument("--chapters", nargs="*", default=None, help="notebook stems (default: every chapter)")
     p.add_argument("--shifts", nargs="*", type=int, default=[1000, 2000, 3000])
     p.add_argument("--workers", type=int, default=2, help="notebooks run at a time (each chapter sets its threads)")
-    p.add_argument("--timeout", type=int, default=900, help="seconds per cell")
+    p.add_argument("--timeout", type=int, default=3600, help="seconds per cell (a busy machine trains slowly)")
+    p.add_argument("--keep", type=Path, default=None,
+                   help="a folder for each finished run's values: run again with it to resume an interrupted recording")
     args = p.parse_args(argv)
     started = time.perf_counter()
     if args.quick:
@@ -125,18 +139,21 @@ def main(argv=None) -> int:
         shifts = args.shifts
     if len(shifts) < 2 or len(set(shifts)) != len(shifts) or min(shifts) < 1:
         p.error(f"--shifts: at least two distinct positive shifts (with the committed run: >= 3 seeds), got {shifts}")
-    jobs = [(str(q), s, args.timeout) for q in paths for s in shifts]
-    jobs.sort(key=lambda j: -(Path(j[0]).stat().st_size))     # the long chapters first
+    jobs = [(str(q), s, args.timeout, args.keep and str(args.keep)) for q in paths for s in shifts]
+    runtimes = CHAPTERS / "_generated" / "runtimes.json"
+    cost = json.loads(runtimes.read_text()) if runtimes.exists() else {}
+    jobs.sort(key=lambda j: -cost.get(Path(j[0]).stem, {}).get("cpu_s", 0))     # the long chapters first
     rows = []
     with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
         for got in pool.map(_job, jobs):
             rows += got
     rows.sort(key=lambda r: (r["chapter"], r["name"], r["seed_shift"]))
     errored = sum({(r["chapter"], r["seed_shift"]): r["errored_cells"] for r in rows}.values())
+    failed = len(jobs) - len({(r["chapter"], r["seed_shift"]) for r in rows})
     if args.quick:
         values = {(r["name"], r["seed_shift"]): r["value"] for r in rows}
         assert len(values) == 4 and values[("quick_gen", 1000)] != values[("quick_gen", 2000)], values
-    else:
+    if not args.quick:
         if args.chapters and args.out.exists():     # one chapter again: the other chapters' rows stay as recorded
             import csv
 
@@ -144,7 +161,8 @@ def main(argv=None) -> int:
                 kept = [r for r in csv.DictReader(f) if r["chapter"] not in {q.stem for q in paths}]
             rows = sorted(kept + rows, key=lambda r: (r["chapter"], r["name"], int(r["seed_shift"])))
         bench_common.record("glue_spread", rows, FIELDS, args, shifts, started, __file__, argv)
-    print(f"chapters={len(paths)} runs={len(jobs)} glues={len({r['name'] for r in rows})} errored_cells={errored}")
+    print(f"chapters={len(paths)} runs={len(jobs)} glues={len({r['name'] for r in rows})} errored_cells={errored} "
+          f"failed_runs={failed}")
     return 0
 
 

@@ -96,4 +96,4 @@ def test_the_spread_harness_runs_with_shifted_seeds():
     from nbtools import quick_benchmark
 
     stdout, fields = quick_benchmark("glue_spread.py")
-    assert fields == {"chapters": "1", "runs": "2", "glues": "2", "errored_cells": "0"}, stdout
+    assert fields == {"chapters": "1", "runs": "2", "glues": "2", "errored_cells": "0", "failed_runs": "0"}, stdout
