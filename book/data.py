@@ -80,8 +80,12 @@ def load_shakespeare(data_dir: Optional[str] = None, download: bool = True) -> s
 
 def shakespeare_split(text: Optional[str] = None, train_frac: float = 0.9) -> Tuple[str, str]:
     """Split the corpus into (train, val): first `train_frac` of the characters, then the rest."""
-    if not 0.0 < train_frac < 1.0:
-        raise ValueError(f"train_frac must be strictly between 0 and 1, got {train_frac}")
+    if isinstance(train_frac, bool) or not isinstance(train_frac, (int, float)) or not 0.0 < train_frac < 1.0:
+        raise ValueError(f"train_frac must be a number strictly between 0 and 1, got {train_frac!r}")
+    if text is not None and not isinstance(text, str):
+        raise TypeError(f"text must be a str (or None: the corpus), got {type(text).__name__}")
+    if text == "":
+        raise ValueError("text is empty: nothing to split")
     text = load_shakespeare() if text is None else text
     n = int(len(text) * train_frac)
     return text[:n], text[n:]
@@ -94,6 +98,8 @@ def get_batch(data: torch.Tensor, batch_size: int, context_len: int,
     Example: data = [5, 6, 7, 8], context_len 2 -> x could be [[6, 7]] with y [[7, 8]].
     """
     tensor_dims(data, 1, "data (a 1-D tensor of token ids)")
+    if data.dtype.is_floating_point or data.dtype.is_complex or data.dtype == torch.bool:
+        raise TypeError(f"data must hold integer token ids (torch.long), got dtype {data.dtype}")
     positive_int(batch_size=batch_size, context_len=context_len)
     if len(data) <= context_len:
         raise ValueError(f"data has {len(data)} tokens, need more than context_len={context_len}")

@@ -15,17 +15,42 @@ dropped tokens to -inf, so a softmax afterwards gives them probability exactly 0
 """
 from __future__ import annotations
 
+import contextlib
+from numbers import Real
 from typing import Optional
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .checks import optional_positive_int, positive_int, positive_number, token_ids
+from .checks import inputs_checked, optional_positive_int, returned, positive_int, positive_number, token_ids
 from .utils import step_budget
 
 __all__ = ["greedy", "apply_temperature", "top_k_filter", "top_p_filter", "next_token_probs",
            "sample_next", "context_len_of", "generate", "greedy_translate", "check_top_p"]
+
+
+# Below this temperature, logits / temperature overflows to inf for ordinary logits (|logit| ~ 1e8 at 1e-30 reaches
+# float32's 3.4e38): the distribution is the argmax's, so it is taken as greedy, as temperature 0 is.
+TINY_TEMPERATURE = 1e-30
+
+
+def _sample(probs: torch.Tensor, generator) -> torch.Tensor:
+    """torch.multinomial(probs, 1), with torch's error on NaN, inf or all-zero rows said in the book's words."""
+    try:
+        return torch.multinomial(probs, 1, generator=generator)
+    except RuntimeError as e:
+        if "probability" not in str(e) and "multinomial" not in str(e):
+            raise
+        raise ValueError("cannot sample: the logits give no probability distribution (NaN or inf logits, e.g. "
+                         "from a diverged model, or every token filtered out); "
+                         f"torch said: {str(e).splitlines()[0]}") from None
+
+
+def _generator(generator) -> None:
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator (e.g. torch.Generator().manual_seed(0)) or None, "
+                        f"got {type(generator).__name__}")
 
 
 def greedy(logits: torch.Tensor) -> torch.Tensor:
@@ -71,11 +96,13 @@ def next_token_probs(logits: torch.Tensor, temperature: float = 1.0, top_k: Opti
     """The distribution a sampler draws from: logits (..., V) -> probs (..., V). Chapter 7.
 
     Order: temperature, then top-k, then top-p (as in Hugging Face). temperature=0 means greedy:
-    all mass on the argmax.
+    all mass on the argmax (as any temperature below TINY_TEMPERATURE, where logits / temperature would overflow).
     """
+    if isinstance(temperature, bool) or not isinstance(temperature, Real):
+        raise TypeError(f"temperature must be a number >= 0, got {temperature!r}")
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0, got {temperature}")
-    if temperature == 0:
+    if temperature < TINY_TEMPERATURE:
         return F.one_hot(greedy(logits), logits.shape[-1]).to(logits.dtype)
     logits = apply_temperature(logits, temperature)
     if top_k is not None:
@@ -88,12 +115,15 @@ def next_token_probs(logits: torch.Tensor, temperature: float = 1.0, top_k: Opti
 def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: Optional[int] = None,
                 top_p: Optional[float] = None, generator: Optional[torch.Generator] = None) -> torch.Tensor:
     """Draw one token per row: logits (B, V) -> ids (B,). temperature=0 is greedy. Chapter 7."""
-    if logits.dim() != 2:
-        raise ValueError(f"logits should have shape (B, V), got {tuple(logits.shape)}")
-    if temperature == 0:
+    if not isinstance(logits, torch.Tensor) or logits.dim() != 2:
+        got = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
+        raise ValueError(f"logits should be a tensor of shape (B, V), got {got}")
+    _generator(generator)
+    if isinstance(temperature, (int, float)) and not isinstance(temperature, bool) and temperature < TINY_TEMPERATURE \
+            and temperature >= 0:
         return greedy(logits)
     probs = next_token_probs(logits, temperature, top_k, top_p)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    return _sample(probs, generator).squeeze(-1)
 
 
 def context_len_of(model: nn.Module) -> Optional[int]:
@@ -118,9 +148,13 @@ def generate(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, *, temper
     (context_len_of; a model with None reads it all); with use_cache=True the model (a book.gpt.GPT)
     sees the prompt once, then one new token per step. The model is left in the mode it came in.
     """
-    token_ids(idx, getattr(getattr(model, "config", None), "vocab_size", None), name="idx")
-    if idx.dim() != 2 or idx.shape[1] < 1:
-        raise ValueError(f"idx should have shape (B, T) with T >= 1, got {tuple(idx.shape)}")
+    vocab = getattr(getattr(model, "config", None), "vocab_size", None)
+    if vocab is None and isinstance(getattr(model, "embed", None), nn.Embedding):   # e.g. a CharRNN
+        vocab = model.embed.num_embeddings
+    token_ids(idx, vocab, name="idx")
+    if idx.dim() != 2 or idx.shape[1] < 1 or idx.shape[0] < 1:
+        raise ValueError(f"idx should have shape (B, T) with B >= 1 and T >= 1, got {tuple(idx.shape)}")
+    _generator(generator)
     max_new_tokens = step_budget(positive_int(max_new_tokens=max_new_tokens))   # BOOK_MAX_STEPS: a smoke run
     positive_number(temperature=temperature, allow_zero=True)
     optional_positive_int(top_k=top_k)
@@ -139,13 +173,16 @@ def generate(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, *, temper
         cache = model.new_cache(idx.shape[0], idx.shape[1] + max_new_tokens)
     was_training = model.training
     model.eval()
+    # the prompt was checked above against the vocabulary and sampled ids lie in it: no check (host sync) per token
+    checked = inputs_checked() if vocab is not None else contextlib.nullcontext()
     try:
         step_input = idx
-        for _ in range(max_new_tokens):
-            logits = model(step_input, cache=cache) if use_cache else model(idx if ctx is None else idx[:, -ctx:])
-            nxt = sample_next(logits[:, -1, :], temperature, top_k, top_p, generator)  # (B,)
-            idx = torch.cat([idx, nxt[:, None]], dim=1)
-            step_input = nxt[:, None]  # with a cache, only the new token goes in next time
+        with checked:
+            for _ in range(max_new_tokens):
+                logits = model(step_input, cache=cache) if use_cache else model(idx if ctx is None else idx[:, -ctx:])
+                nxt = sample_next(logits[:, -1, :], temperature, top_k, top_p, generator)  # (B,)
+                idx = torch.cat([idx, nxt[:, None]], dim=1)
+                step_input = nxt[:, None]  # with a cache, only the new token goes in next time
     finally:
         model.train(was_training)
     return idx
@@ -159,7 +196,7 @@ def check_top_p(fn) -> bool:
              (0.9, [[False, True, True, True], [True, True, True, False]]),
              (1.0, [[True, True, True, True], [True, True, True, True]])]
     for p, keep in cases:
-        got = fn(probs.log(), p)
+        got = returned(fn(probs.log(), p))
         if tuple(got.shape) != tuple(probs.shape):
             raise AssertionError(f"output should have the logits' shape {tuple(probs.shape)}, got {tuple(got.shape)}")
         kept = torch.isfinite(got)
@@ -184,6 +221,15 @@ def greedy_translate(model: nn.Module, src: torch.Tensor, max_len: int, *, bos: 
     """
     token_ids(src, name="src")
     positive_int(max_len=max_len)
+    missing = [m for m in ("src_keep_mask", "encode") if not hasattr(model, m)]
+    if missing:
+        raise TypeError(f"greedy_translate needs an encoder-decoder (a book.transformer.Transformer); "
+                        f"{type(model).__name__} has no {', '.join(missing)}")
+    cfg = getattr(model, "config", None)
+    V, ctx = getattr(cfg, "tgt_vocab_size", None), getattr(cfg, "context_len", None)
+    for name, v in (("bos", bos), ("eos", eos), ("pad", pad)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0 or (V is not None and v >= V):
+            raise ValueError(f"{name} must be a token id in [0, {V if V is not None else 'vocab_size'}), got {v!r}")
     was_training = model.training
     model.eval()
     try:
@@ -194,19 +240,23 @@ def greedy_translate(model: nn.Module, src: torch.Tensor, max_len: int, *, bos: 
         tgt = torch.full((B, 1), bos, dtype=torch.long, device=src.device)
         done = torch.zeros(B, dtype=torch.bool, device=src.device)
         weights = []
-        for _ in range(max_len):
-            if reencode:
-                memory = model.encode(src, keep)
-            step_in = tgt[:, -1:] if use_cache else tgt
-            out = model.decode(step_in, memory, keep, cache=cache, need_weights=need_weights)
-            logits, w = out if need_weights else (out, None)
-            nxt = greedy(logits[:, -1]).masked_fill(done, pad)   # (B,)
-            tgt = torch.cat([tgt, nxt[:, None]], dim=1)
-            if need_weights:
-                weights.append(torch.stack([lw[:, :, -1] for lw in w]))   # (L, B, H, S) for the newest token
-            done |= nxt == eos
-            if done.all():
-                break
+        with inputs_checked():     # src checked by encode, bos above; generated ids are in range: no check per step
+            for _ in range(max_len):
+                if ctx is not None and tgt.shape[1] > ctx:
+                    raise ValueError(f"max_len={max_len} is longer than the decoder's context_len={ctx} allows (BOS + "
+                                     f"{ctx - 1} tokens), and some sentence had not ended: use max_len <= {ctx - 1}")
+                if reencode:
+                    memory = model.encode(src, keep)
+                step_in = tgt[:, -1:] if use_cache else tgt
+                out = model.decode(step_in, memory, keep, cache=cache, need_weights=need_weights)
+                logits, w = out if need_weights else (out, None)
+                nxt = greedy(logits[:, -1]).masked_fill(done, pad)   # (B,)
+                tgt = torch.cat([tgt, nxt[:, None]], dim=1)
+                if need_weights:
+                    weights.append(torch.stack([lw[:, :, -1] for lw in w]))   # (L, B, H, S) for the newest token
+                done |= nxt == eos
+                if done.all():
+                    break
     finally:
         model.train(was_training)
     ids = tgt[:, 1:]

@@ -13,7 +13,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .checks import non_negative_int, positive_int, probability
+from .checks import non_negative_int, pair as _pair, positive_int, probability, returned, token_ids
 from .optim import build_optimizer, fit
 from .tasks import recall_batch, recall_many_batch
 
@@ -102,8 +102,9 @@ class CharRNN(nn.Module):
         return self.head(out)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() != 2:
-            raise ValueError(f"x should have shape (B, T), got {tuple(x.shape)}")
+        token_ids(x, self.embed.num_embeddings, "x")
+        if x.dim() != 2 or x.shape[1] < 1:
+            raise ValueError(f"x should have shape (B, T) with T >= 1, got {tuple(x.shape)}")
         return self.from_embeddings(self.embed(x))
 
 
@@ -222,7 +223,8 @@ def check_lstm_step(fn) -> bool:
     cell = nn.LSTMCell(4, 3)
     x, h, c = torch.randn(2, 4, generator=g), torch.randn(2, 3, generator=g), torch.randn(2, 3, generator=g)
     h_ref, c_ref = cell(x, (h, c))
-    h_new, c_new = fn(x, h, c, cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh)
+    h_new, c_new = _pair(returned(fn(x, h, c, cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh)),
+                         "(h_new, c_new)")
     # explicit raises, not `assert`: the check must still reject wrong answers under `python -O`
     if tuple(h_new.shape) != (2, 3) or tuple(c_new.shape) != (2, 3):
         raise AssertionError(f"h' and c' should be (B, H) = (2, 3), got {tuple(h_new.shape)} and "

@@ -14,7 +14,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .checks import positive_int, positive_number
+from .checks import positive_int, positive_number, returned, token_ids
 from .optim import build_optimizer, fit
 from .tasks import BOS, EOS, PAD, ToyTranslation
 
@@ -88,6 +88,9 @@ def _attend(attn, query, keys, keep_mask, projected_keys):
             raise TypeError(f"keep_mask must be a bool tensor (B, S), True = may attend (e.g. src != PAD), got {got}")
         if keep_mask.shape != e.shape:
             raise ValueError(f"keep_mask should have shape {tuple(e.shape)}, got {tuple(keep_mask.shape)}")
+        if projected_keys is None and not bool(keep_mask.any(-1).all()):   # a direct call: Seq2Seq passes
+            raise ValueError("keep_mask blocks every key of some row, whose weights would be NaN: True = may "  # keys
+                             "attend (a real token), False = padding; every row needs at least one True")
         e = e.masked_fill(~keep_mask, float("-inf"))              # blocked keys get weight exp(-inf) = 0
     weights = torch.softmax(e, dim=-1)
     context = (weights.unsqueeze(1) @ keys).squeeze(1)           # (B, 1, S) @ (B, S, Denc) -> (B, Denc)
@@ -99,7 +102,7 @@ def check_general_score(fn) -> bool:
     must equal the scores s^T W h_i. Raises AssertionError with a hint otherwise."""
     g = torch.Generator().manual_seed(0)
     s, H, W = torch.randn(2, 3, generator=g), torch.randn(2, 5, 4, generator=g), torch.randn(3, 4, generator=g)
-    out = fn(s, H, W)
+    out = returned(fn(s, H, W))
     # explicit raises, not `assert`: the check must still reject wrong answers under `python -O`
     if tuple(out.shape) != (2, 5):
         raise AssertionError(f"scores should have shape (B, S) = (2, 5), got {tuple(out.shape)}")
@@ -122,10 +125,10 @@ class Encoder(nn.Module):
         self.rnn = nn.GRU(d_emb, d_enc, batch_first=True, bidirectional=True)
 
     def forward(self, src: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-        lengths = (src != PAD).sum(1)
+        lengths = (src != PAD).sum(1).cpu()                       # packing needs them on the host anyway
         if (lengths == 0).any():
             raise ValueError("every source sentence needs at least one non-PAD token")
-        packed = nn.utils.rnn.pack_padded_sequence(self.embed(src), lengths.cpu(), batch_first=True,
+        packed = nn.utils.rnn.pack_padded_sequence(self.embed(src), lengths, batch_first=True,
                                                    enforce_sorted=False)
         out, h_n = self.rnn(packed)                               # h_n: (2, B, d_enc)
         H, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=src.shape[1])
@@ -173,7 +176,18 @@ class Seq2Seq(nn.Module):
         keys = att.project_keys(H) if att is not None else None
         return H, summary, src != PAD, keys
 
+    def _check(self, src: torch.Tensor, tgt_in: Optional[torch.Tensor] = None) -> None:
+        token_ids(src, self.encoder.embed.num_embeddings, "src")
+        if src.dim() != 2 or src.shape[1] < 1:
+            raise ValueError(f"src should have shape (B, S) with S >= 1, got {tuple(src.shape)}")
+        if tgt_in is not None:
+            token_ids(tgt_in, self.decoder.embed.num_embeddings, "tgt_in")
+            if tgt_in.dim() != 2 or tgt_in.shape[0] != src.shape[0]:
+                raise ValueError(f"tgt_in should have shape (B, T) with src's B = {src.shape[0]}, "
+                                 f"got {tuple(tgt_in.shape)}")
+
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        self._check(src, tgt_in)
         H, summary, keep_mask, keys = self._prepare(src)
         s = self.decoder.start(H, summary)
         logits = []
@@ -185,8 +199,8 @@ class Seq2Seq(nn.Module):
     @torch.no_grad()
     def greedy(self, src: torch.Tensor, max_len: int):
         """Decode from BOS, feeding back the argmax, until every row has produced EOS or max_len."""
-        if max_len < 1:
-            raise ValueError(f"max_len must be >= 1, got {max_len}")
+        positive_int(max_len=max_len)
+        self._check(src)
         H, summary, keep_mask, keys = self._prepare(src)
         s = self.decoder.start(H, summary)
         y = torch.full((src.shape[0],), BOS, dtype=torch.long, device=src.device)

@@ -273,6 +273,8 @@ def sequence_accuracy(pred: torch.Tensor, target: torch.Tensor) -> Tuple[float, 
     """(exact-match, token) accuracy of predicted ids (B, T') against targets (B, T), both ending in
     EOS then PAD. A sequence is exact only if every token up to and including EOS matches."""
     pred = _aligned(pred, target)
+    if target.shape[0] == 0:
+        raise ValueError("target holds no sequence (batch size 0): an accuracy over nothing is undefined")
     real = target != PAD
     match = (pred == target) & real
     exact = (match | ~real).all(1).float().mean().item()

@@ -17,6 +17,8 @@ __all__ = ["CharTokenizer", "BPETokenizer", "merge_pair", "pair_counts"]
 
 def _as_id(i) -> int:
     """A token id as an int: ints, numpy ints and integer tensor elements pass; a float is a TypeError."""
+    if isinstance(i, bool):
+        raise TypeError(f"token ids must be integers, got the bool {i!r}")
     try:
         return operator.index(i)
     except TypeError:

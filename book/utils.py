@@ -6,6 +6,7 @@ C = d_model, H heads, D head dim, V vocab.
 """
 from __future__ import annotations
 
+import math
 import os
 import random
 import time
@@ -19,7 +20,7 @@ from .checks import positive_int
 
 __all__ = ["get_device", "seed_everything", "count_params", "timed", "glue", "gpu_scale",
            "step_budget", "smoke_run", "claim", "set_threads", "train_step", "adamw",
-           "output_dependence"]
+           "output_dependence", "Diverged"]
 
 _DEVICES = ("cuda", "mps", "cpu")
 
@@ -205,11 +206,25 @@ def set_threads(n: int) -> int:
     return n
 
 
+class Diverged(FloatingPointError):
+    """Training reached a non-finite loss (NaN or inf): the run diverged, usually a learning rate too high.
+
+    `step` is the step whose loss was not finite (0-based, counted from the run's start), `loss` that value, and
+    `history` the run's History up to and including that step (book.optim.fit sets it), so a caller that sweeps
+    rates can catch this and record the run as diverged; or pass fit(..., on_nonfinite="stop") to get the History
+    back with History.diverged set."""
+
+    def __init__(self, message: str, step: Optional[int] = None, loss: float = float("nan"), history=None):
+        super().__init__(message)
+        self.step, self.loss, self.history = step, loss, history
+
+
 def train_step(optimizer: torch.optim.Optimizer, loss: torch.Tensor, parameters=None,
-               grad_clip: Optional[float] = None) -> float:
+               grad_clip: Optional[float] = None, check_finite: bool = True) -> float:
     """One update, the same in every trainer of the book: clear the gradients, backpropagate `loss`,
     clip the gradients' total norm to `grad_clip` (if given), step. Returns the loss as a float
-    (which waits for the device, so a timer around the step measures real work)."""
+    (which waits for the device, so a timer around the step measures real work): the step's one host sync.
+    A non-finite loss raises Diverged (after the update) unless check_finite=False."""
     if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
         raise ValueError(f"loss must be a scalar tensor, got {loss!r:.80}")
     if grad_clip is not None:
@@ -222,7 +237,10 @@ def train_step(optimizer: torch.optim.Optimizer, loss: torch.Tensor, parameters=
     if grad_clip is not None:
         torch.nn.utils.clip_grad_norm_(parameters, grad_clip)
     optimizer.step()
-    return loss.item()
+    value = loss.item()
+    if check_finite and not math.isfinite(value):
+        raise Diverged(f"the loss is {value}: training diverged (a learning rate too high?)", loss=value)
+    return value
 
 
 def adamw(params, lr: float, weight_decay: float = 0.1, betas=(0.9, 0.99)) -> torch.optim.AdamW:
@@ -246,6 +264,8 @@ def output_dependence(run, T: int, vocab_size: int, seed: int = 0) -> torch.Tens
     input token j of ids (1, T) is replaced by another? `run` maps (1, T) token ids to (1, T_out, ...) outputs.
     A causal decoder gives the lower triangle, an encoder the full square, whatever its weights. Chapter 9."""
     positive_int(T=T, vocab_size=vocab_size)
+    if vocab_size < 2:
+        raise ValueError(f"vocab_size must be >= 2 (each token is replaced by another one), got {vocab_size}")
     ids = torch.randint(0, vocab_size, (1, T), generator=torch.Generator().manual_seed(seed))
     base = run(ids)
     out = []
