@@ -51,7 +51,8 @@ def read_rows(name: str, results_dir: Optional[Path] = None) -> List[Dict[str, s
         raise ValueError(f"{path} is empty: a recorded table starts with a header line; regenerate it")
     for i, r in enumerate(rows):
         if None in r or None in r.values():        # more fields than the header, or fewer
-            raise ValueError(f"{path}, row {i + 1}: has {len(r) - (None in r) + len(r.get(None) or [])} fields "
+            fields = sum(v is not None for k, v in r.items() if k is not None) + len(r.get(None) or [])
+            raise ValueError(f"{path}, row {i + 1}: has {fields} fields "
                              f"where the header has {len(header)} ({header}): a truncated or hand-edited file? "
                              "Regenerate it")
     return rows

@@ -79,6 +79,7 @@ def _attend(attn, query, keys, keep_mask, projected_keys):
     if query.dim() != 2 or keys.dim() != 3 or query.shape[0] != keys.shape[0]:
         raise ValueError(f"expected query (B, Ddec) and keys (B, S, Denc), got {tuple(query.shape)} "
                          f"and {tuple(keys.shape)}")
+    direct = projected_keys is None      # a direct call; Seq2Seq passes the keys, its encoder checked the mask
     if projected_keys is None:
         projected_keys = attn.project_keys(keys)
     e = attn.scores(query, projected_keys)                       # (B, S)
@@ -88,8 +89,8 @@ def _attend(attn, query, keys, keep_mask, projected_keys):
             raise TypeError(f"keep_mask must be a bool tensor (B, S), True = may attend (e.g. src != PAD), got {got}")
         if keep_mask.shape != e.shape:
             raise ValueError(f"keep_mask should have shape {tuple(e.shape)}, got {tuple(keep_mask.shape)}")
-        if projected_keys is None and not bool(keep_mask.any(-1).all()):   # a direct call: Seq2Seq passes
-            raise ValueError("keep_mask blocks every key of some row, whose weights would be NaN: True = may "  # keys
+        if direct and not bool(keep_mask.any(-1).all()):
+            raise ValueError("keep_mask blocks every key of some row, whose weights would be NaN: True = may "
                              "attend (a real token), False = padding; every row needs at least one True")
         e = e.masked_fill(~keep_mask, float("-inf"))              # blocked keys get weight exp(-inf) = 0
     weights = torch.softmax(e, dim=-1)
