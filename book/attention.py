@@ -109,6 +109,11 @@ def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
             f"k and v must have the same number of keys Tk: k (..., Tk, D) and v (..., Tk, Dv), "
             f"got k {tuple(k.shape)} and v {tuple(v.shape)}"
         )
+    try:
+        torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    except RuntimeError:
+        raise ValueError(f"q, k and v must share their leading (batch, head) dims (...), or broadcast: got q "
+                         f"{tuple(q.shape)}, k {tuple(k.shape)} and v {tuple(v.shape)}") from None
 
 
 def _check_mask(mask: torch.Tensor, Tq: int, Tk: int) -> None:

@@ -54,6 +54,8 @@ def load_shakespeare(data_dir: Optional[str] = None, download: bool = True) -> s
     SHAKESPEARE_URL, checks its sha256 and caches it. Without the file and without network it
     raises FileNotFoundError saying exactly where to put it.
     """
+    if data_dir is not None and not isinstance(data_dir, (str, os.PathLike)):
+        raise TypeError(f"data_dir must be a folder (a str or a Path) or None, got {type(data_dir).__name__}")
     folders = [Path(p) for p in (data_dir, os.environ.get("BOOK_DATA_DIR")) if p] + [cache_dir()]
     for folder in folders:
         if (folder / FILENAME).is_file():
@@ -127,8 +129,17 @@ def recorded_glue(chapter: str) -> dict:
         known = sorted(p.stem for p in GLUE_DIR.glob("*.json"))
         raise FileNotFoundError(f"no recorded glue for chapter {chapter!r} ({path} is missing; recorded: {known}). "
                                 f"Record it with: python tools/execute.py --record-only chapters/{chapter}.ipynb")
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path} is not valid JSON ({e}): a truncated or hand-edited record? Record it again with: "
+                         f"python tools/execute.py --record-only chapters/{chapter}.ipynb") from None
+    if not isinstance(record, dict) or not isinstance(record.get("values"), dict):
+        raise ValueError(f"{path} must hold an object with a 'values' object (name -> text), got "
+                         f"{type(record).__name__}" + (f" with the keys {sorted(record)}" if isinstance(record, dict)
+                                                       else ""))
     values = {}
-    for name, text in json.loads(path.read_text())["values"].items():
+    for name, text in record["values"].items():
         try:
             values[name] = ast.literal_eval(text)
         except (ValueError, SyntaxError):   # a value whose text is not a Python literal stays text

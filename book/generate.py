@@ -16,7 +16,7 @@ dropped tokens to -inf, so a softmax afterwards gives them probability exactly 0
 from __future__ import annotations
 
 import contextlib
-from numbers import Real
+from numbers import Integral, Real
 from typing import Optional
 
 import torch
@@ -67,9 +67,12 @@ def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
 
 def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
     """Keep the k largest logits (..., V), set the rest to -inf (ties with the k-th are kept). Chapter 7."""
-    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+    if isinstance(k, bool) or not isinstance(k, Integral) or k < 1:     # numpy ints pass
         raise ValueError(f"k must be a positive int, got {k!r}")
-    k = min(k, logits.shape[-1])
+    if not isinstance(logits, torch.Tensor) or logits.dim() < 1:
+        raise ValueError(f"logits must be a tensor (..., V) with at least one dimension, got "
+                         f"{tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__}")
+    k = min(int(k), logits.shape[-1])
     kth = logits.topk(k, dim=-1).values[..., -1:]  # (..., 1): the k-th largest logit
     return logits.masked_fill(logits < kth, float("-inf"))
 
@@ -81,8 +84,8 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
     when the mass of the tokens ranked above it is still below p, so the top token always stays.
     Example: probs [0.5, 0.3, 0.2], p=0.7 -> keeps the first two (0.5 < 0.7, then 0.8 >= 0.7).
     """
-    if not 0.0 < p <= 1.0:
-        raise ValueError(f"p must lie in (0, 1], got {p}")
+    if isinstance(p, bool) or not isinstance(p, Real) or not 0.0 < p <= 1.0:
+        raise ValueError(f"p must lie in (0, 1], got {p!r}")
     sorted_logits, order = logits.sort(dim=-1, descending=True)
     probs = sorted_logits.softmax(dim=-1)
     mass_before = probs.cumsum(dim=-1) - probs  # (..., V): mass of the tokens ranked above each one

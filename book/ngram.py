@@ -131,6 +131,7 @@ def ngram_log_prob(counts: Counter, context_counts: Counter, context: tuple, tok
                    k: float = 0.1) -> float:
     """log P(token | context) with add-k smoothing: (c(context, token) + k) / (c(context) + k V)."""
     positive_number(k=k)   # > 0, so that unseen n-grams keep some probability
+    positive_int(vocab_size=vocab_size)
     num = counts.get(tuple(context) + (token,), 0) + k
     den = context_counts.get(tuple(context), 0) + k * vocab_size
     return math.log(num / den)

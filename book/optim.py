@@ -36,7 +36,7 @@ import torch.nn.functional as F
 
 from .checks import (inputs_checked, non_negative_int, one_of, optional_positive_int, positive_int, positive_number,
                      probability)
-from .utils import Diverged, adamw, step_budget, train_step
+from .utils import Diverged, _betas, adamw, step_budget, train_step
 
 __all__ = ["NS_COEFFICIENTS", "newton_schulz", "Muon", "Optimizers", "muon_adamw", "build_optimizer",
            "OPTIMIZERS", "warmup_cosine", "warmup_stable_decay", "SCHEDULES", "schedule_multiplier", "History",
@@ -176,6 +176,12 @@ def build_optimizer(model: torch.nn.Module, name: str = "adamw", *, lr: float,
     """
     one_of(OPTIMIZERS, name=name)
     positive_number(lr=lr)
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not any(p.requires_grad for p in model.parameters()):
+        raise ValueError(f"model has no trainable parameters: nothing for the optimizer to update "
+                         f"({type(model).__name__})")
+    _betas(betas)
     if name == "adam":
         if weight_decay:
             raise ValueError(f"'adam' takes no weight decay (Adam's would be an L2 penalty): use 'adamw', "

@@ -340,6 +340,8 @@ def letter_copies(letters: torch.Tensor, n: int, batch_size: int, generator: tor
     """Copy strings (B, 2n + 2): n random tokens of `letters`, `colon`, the same n tokens (the answer), `newline`.
     Chapter 9's skill small enough to watch form, scored by answer_scores."""
     letters = token_ids(letters, name="letters")
+    if not letters.numel():
+        raise ValueError("letters must hold at least one token id to copy, got none")
     positive_int(n=n, batch_size=batch_size)
     s = letters[torch.randint(len(letters), (batch_size, n), generator=generator)]
     ends = torch.tensor([colon, newline]).expand(batch_size, 2)
@@ -368,6 +370,8 @@ def instruction_batch(pairs: Sequence[Tuple[str, str]], encode: Callable, pad_id
     Each row is prompt + answer, right-padded with pad_id; y is IGNORE on the prompt and the padding, so
     fine-tuning teaches what to answer, not how the prompts are worded. T = the longest row (<= context_len).
     """
+    if not len(pairs):
+        raise ValueError("pairs must hold at least one (prompt, answer) pair, got none")
     rows, labels = [], []
     for prompt, ans in pairs:
         p, a = encode(prompt), encode(ans)
@@ -388,6 +392,8 @@ def finetune(model, pairs: Sequence[Tuple[str, str]], encode: Callable, pad_id: 
              device=None) -> History:
     """Supervised fine-tuning with fit: AdamW (matrices decayed) on random batches of (prompt, answer) pairs,
     at a constant rate by default (`schedule`: any of fit's), gradients clipped to 1."""
+    if not len(pairs):
+        raise ValueError("pairs must hold at least one (prompt, answer) pair to fine-tune on, got none")
     generator = generator if generator is not None else torch.Generator().manual_seed(0)
 
     def batch():

@@ -37,6 +37,10 @@ class AdditiveAttention(nn.Module):
         self.U_a = nn.Linear(d_enc, d_att, bias=False)
         self.v_a = nn.Parameter(torch.randn(d_att) / d_att**0.5)
 
+    def d_dec_enc(self) -> Tuple[int, int]:
+        """(Ddec, Denc): the sizes of the query and of each key this attention takes."""
+        return self.W_a.in_features, self.U_a.in_features
+
     def project_keys(self, keys: torch.Tensor) -> torch.Tensor:
         """U_a h_i for every source position, once per sentence: (B, S, Denc) -> (B, S, A)."""
         return self.U_a(keys)
@@ -61,6 +65,10 @@ class MultiplicativeAttention(nn.Module):
             raise ValueError(f"sizes must be positive, got d_dec={d_dec}, d_enc={d_enc}")
         self.W = nn.Linear(d_enc, d_dec, bias=False)
 
+    def d_dec_enc(self) -> Tuple[int, int]:
+        """(Ddec, Denc): the sizes of the query and of each key this attention takes."""
+        return self.W.out_features, self.W.in_features
+
     def project_keys(self, keys: torch.Tensor) -> torch.Tensor:
         """W h_i for every source position: (B, S, Denc) -> (B, S, Ddec)."""
         return self.W(keys)
@@ -79,6 +87,10 @@ def _attend(attn, query, keys, keep_mask, projected_keys):
     if query.dim() != 2 or keys.dim() != 3 or query.shape[0] != keys.shape[0]:
         raise ValueError(f"expected query (B, Ddec) and keys (B, S, Denc), got {tuple(query.shape)} "
                          f"and {tuple(keys.shape)}")
+    d_dec, d_enc = attn.d_dec_enc()
+    if query.shape[1] != d_dec or keys.shape[2] != d_enc:
+        raise ValueError(f"this attention takes query (B, Ddec={d_dec}) and keys (B, S, Denc={d_enc}), got "
+                         f"{tuple(query.shape)} and {tuple(keys.shape)}")
     direct = projected_keys is None      # a direct call; Seq2Seq passes the keys, its encoder checked the mask
     if projected_keys is None:
         projected_keys = attn.project_keys(keys)
@@ -232,6 +244,8 @@ class Seq2SeqConfig:
 
 def build_seq2seq(cfg: Seq2SeqConfig) -> Seq2Seq:
     """A Seq2Seq model from a config. Chapters 2, 3."""
+    positive_int(src_vocab_size=cfg.src_vocab_size, tgt_vocab_size=cfg.tgt_vocab_size, d_emb=cfg.d_emb,
+                 d_enc=cfg.d_enc, d_dec=cfg.d_dec, d_att=cfg.d_att)
     d_out = 2 * cfg.d_enc
     attention = {"none": lambda: None,
                  "additive": lambda: AdditiveAttention(cfg.d_dec, d_out, cfg.d_att),

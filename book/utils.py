@@ -16,7 +16,7 @@ from typing import Iterator, Optional
 import numpy as np
 import torch
 
-from .checks import positive_int
+from .checks import positive_int, positive_number
 
 __all__ = ["get_device", "seed_everything", "count_params", "timed", "glue", "gpu_scale",
            "step_budget", "smoke_run", "claim", "set_threads", "train_step", "adamw",
@@ -49,8 +49,8 @@ def get_device(prefer: Optional[str] = None) -> torch.device:
 
 def seed_everything(seed: int = 0) -> torch.Generator:
     """Seed Python, NumPy and PyTorch (all devices); return a CPU generator seeded the same way."""
-    if not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2 ** 32:
+        raise ValueError(f"seed must be an int in [0, 2**32) (NumPy's range), got {seed!r}")
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
@@ -184,9 +184,10 @@ def claim(holds, message: str) -> None:
     """
     if not isinstance(message, str) or not message:
         raise ValueError("claim needs a message that states the claim and the measured values")
-    if isinstance(holds, torch.Tensor):
-        if holds.numel() != 1:
-            raise ValueError(f"claim expects one truth value, got a tensor of shape {tuple(holds.shape)}")
+    if isinstance(holds, torch.Tensor) or isinstance(holds, np.ndarray):
+        if (holds.numel() if isinstance(holds, torch.Tensor) else holds.size) != 1:
+            raise ValueError(f"claim expects one truth value, got an array of shape {tuple(holds.shape)}: "
+                             "use .all() or .any()")
         holds = bool(holds.item())
     if bool(holds) or smoke_run():
         return None   # returns nothing, so a claim on a cell's last line displays nothing
@@ -204,6 +205,16 @@ def set_threads(n: int) -> int:
         raise ValueError(f"thread count must be a positive int, got {n!r}")
     torch.set_num_threads(n)
     return n
+
+
+def _betas(betas) -> None:
+    """Adam's betas: None (the default) or two numbers in [0, 1)."""
+    if betas is None:
+        return
+    ok = isinstance(betas, (tuple, list)) and len(betas) == 2 and all(
+        isinstance(b, (int, float)) and not isinstance(b, bool) and 0 <= b < 1 for b in betas)
+    if not ok:
+        raise ValueError(f"betas must be two numbers in [0, 1) (beta1, beta2), got {betas!r}")
 
 
 class Diverged(FloatingPointError):
@@ -248,6 +259,9 @@ def adamw(params, lr: float, weight_decay: float = 0.1, betas=(0.9, 0.99)) -> to
     biases and every other 1-D parameter do not. `params`: a module or an iterable of parameters (tied
     weights count once). Chapter 7. book.optim.build_optimizer builds every optimizer of the book through it."""
     params = params.parameters() if isinstance(params, torch.nn.Module) else params
+    positive_number(lr=lr)
+    positive_number(weight_decay=weight_decay, allow_zero=True)
+    _betas(betas)
     seen, kept = set(), []
     for p in params:
         if p.requires_grad and id(p) not in seen:
