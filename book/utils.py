@@ -50,7 +50,7 @@ def get_device(prefer: Optional[str] = None) -> torch.device:
 def seed_everything(seed: int = 0) -> torch.Generator:
     """Seed Python, NumPy and PyTorch (all devices); return a CPU generator seeded the same way."""
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2 ** 32:
-        raise ValueError(f"seed must be an int in [0, 2**32) (NumPy's range), got {seed!r}")
+        raise ValueError(f"seed must be a non-negative int below 2**32 (NumPy's range), got {seed!r}")
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
