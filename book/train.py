@@ -20,9 +20,9 @@ from typing import List, Optional
 import torch
 
 from .data import get_batch
-from .checks import non_negative_int, positive_int
+from .checks import non_negative_int, one_of, positive_int
 from .gpt import GPT, GPTConfig, lm_loss
-from .optim import Diverged, History, build_optimizer, fit, warmup_cosine, warmup_stable_decay
+from .optim import NONFINITE, Diverged, History, build_optimizer, fit, warmup_cosine, warmup_stable_decay
 from .utils import step_budget
 
 __all__ = ["nats_to_bits", "lm_loss", "evaluate_lm", "fit", "train_lm", "History", "Diverged", "warmup_cosine",
@@ -263,10 +263,14 @@ class RecipeRun:
     train_s counts only the training steps (forward, backward, clip, update), never evaluation. With
     recipe.compile the steps run through torch.compile(model): it is compiled here, by one untimed forward and
     backward pass on a batch of its own generator (no update), and compile_s keeps those wall seconds.
+    on_nonfinite (fit's): "raise" (default) raises book.optim.Diverged at a NaN or inf training loss; "stop" ends
+    the run there (done; history.diverged is that step): a rate sweep's way to record a diverged run.
     """
 
     def __init__(self, recipe: GPTRecipe, vocab_size: int, train_data: torch.Tensor, seed: int = 1337,
-                 device=None):
+                 device=None, on_nonfinite: str = "raise"):
+        one_of(NONFINITE, on_nonfinite=on_nonfinite)
+        self.on_nonfinite = on_nonfinite
         torch.manual_seed(seed)
         self.recipe, self.train_data, self.device = recipe, train_data, device
         self.model = GPT(recipe.config(vocab_size)).to(device)
@@ -303,17 +307,18 @@ class RecipeRun:
 
     @property
     def done(self) -> bool:
-        return self.stopped or self.step >= self.last_step
+        return self.stopped or self.step >= self.last_step or self.history.diverged is not None
 
     def advance(self, n: int) -> None:
         """Train up to n more steps (not past the recipe's end), timing each: fit, from the step reached."""
         positive_int(n=n)
-        if self.step >= self.last_step:
+        if self.step >= self.last_step or self.history.diverged is not None:
             return
         r = self.recipe
         fit(self.model, lambda: get_batch(self.train_data, r.batch_size, r.context_len, self.generator, self.device),
             loss_fn=lambda m, b: self.train_model(*b)[1], optimizer=self.opt, steps=r.steps, schedule=r.lr_factor,
-            grad_clip=r.grad_clip, start=self.step, stop=self.step + n, history=self.history, progress=False)
+            grad_clip=r.grad_clip, start=self.step, stop=self.step + n, history=self.history, progress=False,
+            on_nonfinite=self.on_nonfinite)
 
 
 def race(recipes, vocab_size: int, train_data: torch.Tensor, val_data: torch.Tensor, target: float, *,

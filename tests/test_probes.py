@@ -645,8 +645,10 @@ def _more_unclear():
         ("build_optimizer on no parameters", lambda: build_optimizer(torch.nn.ReLU(), lr=1e-3), ValueError,
          "model has no trainable parameters"),
         ("GPT.optimizer(lr=-1)", lambda: _gpt().optimizer(lr=-1), ValueError, "lr must be a number > 0, got -1"),
-        ("seed_everything(2**64)", lambda: seed_everything(2 ** 64), ValueError, "seed must be a non-negative int below 2**32"),
-        ("seed_everything(True)", lambda: seed_everything(True), ValueError, "seed must be a non-negative int below 2**32"),
+        ("seed_everything(2**64)", lambda: seed_everything(2 ** 64), ValueError,
+         "seed must be a non-negative int below 2**32"),
+        ("seed_everything(True)", lambda: seed_everything(True), ValueError,
+         "seed must be a non-negative int below 2**32"),
         ("claim(np.array([True, False]))", lambda: claim(np.array([True, False]), "x"), ValueError,
          "claim expects one truth value, got an array of shape (2,)"),
         ("slider draw returns None", lambda: slider([1, 2], lambda v: None), TypeError,
@@ -717,3 +719,20 @@ def test_recorded_glue_refuses_a_corrupt_record(tmp_path, monkeypatch, content, 
     (tmp_path / "99_x.json").write_text(content)
     with pytest.raises(ValueError, match=fragment):
         data.recorded_glue("99_x")
+
+
+def test_a_recipe_run_can_record_a_diverged_run():
+    from book.optim import Diverged
+    from book.train import GPTRecipe, RecipeRun
+    recipe = GPTRecipe("hot", n_layers=1, n_heads=2, d_model=16, context_len=8, batch_size=4, steps=40, warmup=0,
+                       lr=1e6, grad_clip=1e9)
+    run = RecipeRun(recipe, V, _data(), seed=0, on_nonfinite="stop")
+    while not run.done:
+        run.advance(5)
+    assert run.history.diverged is not None and run.step == run.history.diverged + 1 < 40
+    with pytest.raises(Diverged, match="training diverged at step"):
+        hot = RecipeRun(recipe, V, _data(), seed=0)
+        while not hot.done:
+            hot.advance(5)
+    with pytest.raises(ValueError, match="on_nonfinite must be one of"):
+        RecipeRun(recipe, V, _data(), on_nonfinite="ignore")
