@@ -176,8 +176,8 @@ class GPTRecipe:
                 raise ValueError(f"{name} must be a finite number, got {v!r}")
             return v
 
-        if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"name must be a non-empty string (the recipe's label), got {self.name!r}")
+        if not isinstance(self.name, str):
+            raise ValueError(f"name must be a string (the recipe's label), got {self.name!r}")
         for name in ("n_layers", "n_heads", "d_model", "context_len", "batch_size", "steps"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:

@@ -172,7 +172,7 @@ def test_fit_refuses_an_optimizer_of_another_model():
 
 @pytest.mark.parametrize("kw, fragment", [(dict(lr=float("inf")), "lr must be a finite number"),
                                           (dict(muon_lr=float("inf")), "muon_lr must be a finite number"),
-                                          (dict(name=None), "name must be a non-empty string")])
+                                          (dict(name=None), "name must be a string")])
 def test_gpt_recipe_refuses_nonsense(kw, fragment):
     from book.train import GPTRecipe
     kw = {"name": "r", **kw}
