@@ -736,3 +736,23 @@ def test_a_recipe_run_can_record_a_diverged_run():
             hot.advance(5)
     with pytest.raises(ValueError, match="on_nonfinite must be one of"):
         RecipeRun(recipe, V, _data(), on_nonfinite="ignore")
+
+
+@pytest.mark.parametrize("family", ["bert", "gpt"])
+def test_a_pretraining_step_reads_the_device_once(host_reads, family):
+    """pretrain counts the supervised positions as a tensor and reads the sum once, at the end."""
+    from book.objectives import PretrainVocab
+    from book.pretrain import build, family_configs, pretrain
+    vocab = PretrainVocab(V, n_sentinels=4)
+    config = family_configs(vocab.size, 8, width=24, n_heads=2)[{"bert": "BERT", "gpt": "GPT"}[family]]
+    torch.manual_seed(0)
+    model = build({"bert": "BERT", "gpt": "GPT"}[family], config)
+    marks = []
+    pretrain(model, family, _data(), vocab, steps=6, batch_size=4, context_len=8, progress=False,
+             eval_fn=None, windows_fn=lambda g: (marks.append(host_reads[0]), _windows(g))[1])
+    per_step = [b - a for a, b in zip(marks, marks[1:])]
+    assert per_step[1:] == [1] * (len(per_step) - 1), per_step
+
+
+def _windows(g):
+    return torch.randint(0, V, (4, 9), generator=g)
