@@ -549,7 +549,7 @@ def _unclear():
     return [
         ("greedy_translate max_len > context_len",
          lambda: greedy_translate(_small_transformer(), src, 20, eos=V - 1), ValueError,
-         "max_len=20 is longer than the decoder's context_len=8"),
+         "max_len=20 runs past the model's context_len=8"),
         ("greedy_translate bos out of vocab", lambda: greedy_translate(_small_transformer(), src, 4, bos=V),
          ValueError, "bos must be a token id in [0, 10), got 10"),
         ("greedy_translate on a GPT", lambda: greedy_translate(_gpt(), src, 4), TypeError,
