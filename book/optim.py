@@ -166,12 +166,14 @@ def muon_adamw(model: torch.nn.Module, lr: float, muon_lr: float, weight_decay: 
 def build_optimizer(model: torch.nn.Module, name: str = "adamw", *, lr: float,
                     weight_decay: Optional[float] = None, betas: Optional[Tuple[float, float]] = None,
                     muon_lr: float = 0.02, momentum: float = 0.95):
-    """The book's one optimizer builder. Chapters 2-10.
+    """The book's one optimizer builder. Chapters 1-10.
 
     "adamw": AdamW, weight decay (default 0.1) on the matrices (dim >= 2) only, never on norms' gains or biases
              (nanoGPT's split, book.utils.adamw); betas default (0.9, 0.99);
     "muon":  Muon (muon_lr) for the hidden matrices, AdamW (lr) as above for the rest (muon_adamw);
-    "adam":  plain Adam, no weight decay, PyTorch's betas (0.9, 0.999): the small models of chapters 2-6.
+    "adam":  plain Adam, no weight decay, PyTorch's betas (0.9, 0.999), every other setting PyTorch's default
+             (eps, foreach, fused): the small models of chapters 1-6. It is torch.optim.Adam(model.parameters(),
+             lr=lr) step for step (tests/test_fit.py), over the parameters that require a gradient.
     A schedule (fit) scales every group's rate relative to the rate it starts with.
     """
     one_of(OPTIMIZERS, name=name)

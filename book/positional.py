@@ -301,6 +301,12 @@ class CopyBackModel(nn.Module):
     `context_len` sizes the position tables; the learned one has no row beyond it (IndexError), the others
     compute later positions from their formulas.
     """
+    # Why its own attention and not book.attention.Attention: book.attention imports this module (RotaryEmbedding),
+    # so this layer cannot import Attention back (CONTRIBUTING, "The package's layers"), and moving the class up
+    # would move the import path benchmarks/copy_back.py uses (pinned by sha256 to book/results/copy_back.csv).
+    # Attention also has no additive score bias for ALiBi, and its default path (the fused kernel) differs from
+    # this written-out softmax by about 2e-7, which would move chapter 5's trained numbers; with need_weights=True
+    # it gives these bits exactly (same creation order of q/k/v/out_proj, same arithmetic).
 
     def __init__(self, vocab_size: int, positions: str = "none", d_model: int = 32, n_heads: int = 4,
                  context_len: int = 64):

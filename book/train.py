@@ -164,6 +164,9 @@ class GPTRecipe:
     optimizer: str = "adamw"      # or "muon": Muon for hidden matrices at muon_lr, AdamW (lr) for the rest
     muon_lr: float = 0.02
     schedule: str = "cosine"      # or "wsd": warmup, stable, then linear decay over the last decay_frac
+    # "cosine" is fit's "warmup_cosine" (lr_at). The name stays: dataclasses.asdict of the recipe is recorded in
+    # book/results/speedrun_*.json and live/ch07_gpt.json (and its repr in gpt_time_to_loss.txt), and
+    # tests/test_speedrun.py and tests/test_live_export.py compare those records with today's recipes.
     decay_frac: float = 0.3
     # speed only, not the maths: RecipeRun trains through torch.compile(model), compiled (and warmed up, untimed)
     # before the first step; evaluation and the model it hands back stay eager. Chapter 10's speedrun.
