@@ -26,7 +26,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .checks import divides, optional_positive_int, positive_int, probability
+from .checks import divides, optional_positive_int, positive_int, probability, returned, token_ids, values_checked
 from .positional import RotaryEmbedding
 
 __all__ = [
@@ -109,6 +109,11 @@ def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
             f"k and v must have the same number of keys Tk: k (..., Tk, D) and v (..., Tk, Dv), "
             f"got k {tuple(k.shape)} and v {tuple(v.shape)}"
         )
+    try:
+        torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    except RuntimeError:
+        raise ValueError(f"q, k and v must share their leading (batch, head) dims (...), or broadcast: got q "
+                         f"{tuple(q.shape)}, k {tuple(k.shape)} and v {tuple(v.shape)}") from None
 
 
 def _check_mask(mask: torch.Tensor, Tq: int, Tk: int) -> None:
@@ -294,8 +299,8 @@ class Attention(nn.Module):
             keep = rule if mask is None else mask & rule
         if self.n_kv_heads < self.n_heads:   # each kv head serves H / G query heads
             k, v = (t.repeat_interleave(self.n_heads // self.n_kv_heads, dim=1) for t in (k, v))  # (B, H, Tk, D)
-        if mask is not None:   # a caller's mask must leave every query a key (one device sync); ours always do
-            _check_mask(keep, Tq, Tk)
+        if mask is not None and not values_checked():   # a caller's mask must leave every query a key (one device
+            _check_mask(keep, Tq, Tk)                       # sync); ours always do; a model checks it at its entrance
         p = self.dropout if self.training else 0.0
         if need_weights:   # written out, as Chapter 4's scaled_dot_product_attention: weights (B, H, Tq, Tk)
             scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)
@@ -357,6 +362,9 @@ class OneLayerAttention(nn.Module):
         self.q_gain = 1.0 if scaled else math.sqrt(d)   # sqrt(d) q . k / sqrt(d) = the raw dot product
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        token_ids(x, self.embed.num_embeddings, "x")
+        if x.dim() != 2:
+            raise ValueError(f"x should have shape (B, T), got {tuple(x.shape)}")
         shift = lambda t: F.pad(t, (0, 0, 1, 0))[:, :-1]                # position j gets j-1's vector
         h = self.embed(x) + shift(self.left_embed(x))                   # (B, T, d)
         out, self.weights = scaled_dot_product_attention(
@@ -406,7 +414,7 @@ def check_attention(fn: Callable, seed: int = 0) -> bool:
     mask = torch.rand(5, 7, generator=g) > 0.4
     mask[:, 0] = True  # every query keeps at least one key
     for m in (None, mask):
-        got = fn(q, k, v, m)
+        got = returned(fn(q, k, v, m))
         got = got[0] if isinstance(got, tuple) else got
         want = F.scaled_dot_product_attention(q, k, v, attn_mask=m)
         if tuple(got.shape) != tuple(want.shape):

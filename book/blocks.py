@@ -18,7 +18,7 @@ import torch
 import torch.nn as nn
 
 from .attention import Attention, to_torch_mha
-from .checks import one_of, positive_int, tensor_dims
+from .checks import one_of, positive_int, tensor_dims, token_ids
 from .kv_cache import KVCache
 from .layers import FeedForward, LayerNorm
 from .positional import LearnedPositionalEmbedding
@@ -105,6 +105,7 @@ class BlockLM(nn.Module):
 
     def forward(self, idx: torch.Tensor, return_stream: bool = False):
         tensor_dims(idx, 2, "idx (B, T)")
+        token_ids(idx, self.tok.num_embeddings, "idx")
         x = self.pos(self.tok(idx))                                       # (B, T, C)
         stream = [x]
         for block in self.blocks:

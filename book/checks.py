@@ -9,13 +9,57 @@ PyTorch. Each check returns the value it accepted, so it can be used inline:
 """
 from __future__ import annotations
 
+import threading
+from contextlib import contextmanager
 from numbers import Real
-from typing import Optional, Sequence
+from typing import Iterator, Optional, Sequence
 
 import torch
 
 __all__ = ["positive_int", "optional_positive_int", "non_negative_int", "probability", "positive_number",
-           "one_of", "divides", "token_ids", "tensor_dims", "check_shape"]
+           "one_of", "divides", "token_ids", "tensor_dims", "check_shape", "inputs_checked", "values_checked",
+           "returned", "pair"]
+
+_STATE = threading.local()
+
+
+def _compiling() -> bool:
+    is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    return bool(is_compiling()) if is_compiling is not None else False
+
+
+@contextmanager
+def inputs_checked() -> Iterator[None]:
+    """Inside, the checks that read a tensor's values (and so wait for the device: a host sync), such as token_ids'
+    range and a mask's every-query-keeps-a-key, are skipped: the caller has checked those inputs once already.
+    A model's public forward checks its ids at the entrance, then runs its layers inside this; `fit` runs every
+    step after the first inside it (the first batch is checked, then the loop's only host sync is the loss)."""
+    _STATE.depth = getattr(_STATE, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _STATE.depth -= 1
+
+
+def values_checked() -> bool:
+    """True inside inputs_checked() (or while torch.compile traces): skip the checks that read tensor values."""
+    return _compiling() or getattr(_STATE, "depth", 0) > 0
+
+
+def pair(got, what: str):
+    """An exercise answer that should be two values: say so, instead of Python's unpacking error."""
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        raise AssertionError(f"your function should return two values {what}, got {type(got).__name__}"
+                             + (f" of length {len(got)}" if isinstance(got, (tuple, list)) else ""))
+    return got
+
+
+def returned(got, what: str = "your function"):
+    """An exercise checker's first look at a learner's answer: None means a forgotten `return`."""
+    if got is None:
+        raise AssertionError(f"{what} returned None: did you forget `return`? (a function without a return "
+                             "statement gives None)")
+    return got
 
 
 def _is_int(v) -> bool:
@@ -99,14 +143,14 @@ def tensor_dims(t, dims, name: str = "tensor") -> torch.Tensor:
 
 
 def token_ids(ids, vocab_size: Optional[int] = None, name: str = "token ids") -> torch.Tensor:
-    """`ids` must be an integer tensor with every id in [0, vocab_size). One device sync; call it once per call
-    of a public function, not inside a training step."""
+    """`ids` must be an integer tensor with every id in [0, vocab_size). The range check is one device sync (one
+    read of min and max): call it once, at a model's public entrance; it is skipped inside inputs_checked()."""
     if not isinstance(ids, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of integer ids, got {type(ids).__name__}")
     if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
         raise TypeError(f"{name} must hold integer ids (torch.long), got dtype {ids.dtype}")
-    if vocab_size is not None and ids.numel():
-        lo, hi = int(ids.min()), int(ids.max())
+    if vocab_size is not None and ids.numel() and not values_checked():
+        lo, hi = torch.stack([ids.min(), ids.max()]).tolist()     # one read of the device
         if lo < 0 or hi >= vocab_size:
             raise ValueError(f"{name} must lie in [0, {vocab_size}), got values from {lo} to {hi}")
     return ids

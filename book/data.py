@@ -78,6 +78,8 @@ def load_shakespeare(data_dir: Optional[str] = None, download: bool = True) -> s
     written, the verified text is returned anyway, with a warning. Without the file and without network it
     raises FileNotFoundError saying exactly where to put it.
     """
+    if data_dir is not None and not isinstance(data_dir, (str, os.PathLike)):
+        raise TypeError(f"data_dir must be a folder (a str or a Path) or None, got {type(data_dir).__name__}")
     folders = [Path(p) for p in (data_dir, os.environ.get("BOOK_DATA_DIR")) if p] + [cache_dir()]
     target = cache_dir() / FILENAME
     damaged = ""
@@ -118,8 +120,12 @@ def load_shakespeare(data_dir: Optional[str] = None, download: bool = True) -> s
 
 def shakespeare_split(text: Optional[str] = None, train_frac: float = 0.9) -> Tuple[str, str]:
     """Split the corpus into (train, val): first `train_frac` of the characters, then the rest."""
-    if not 0.0 < train_frac < 1.0:
-        raise ValueError(f"train_frac must be strictly between 0 and 1, got {train_frac}")
+    if isinstance(train_frac, bool) or not isinstance(train_frac, (int, float)) or not 0.0 < train_frac < 1.0:
+        raise ValueError(f"train_frac must be a number strictly between 0 and 1, got {train_frac!r}")
+    if text is not None and not isinstance(text, str):
+        raise TypeError(f"text must be a str (or None: the corpus), got {type(text).__name__}")
+    if text == "":
+        raise ValueError("text is empty: nothing to split")
     text = load_shakespeare() if text is None else text
     n = int(len(text) * train_frac)
     return text[:n], text[n:]
@@ -132,6 +138,8 @@ def get_batch(data: torch.Tensor, batch_size: int, context_len: int,
     Example: data = [5, 6, 7, 8], context_len 2 -> x could be [[6, 7]] with y [[7, 8]].
     """
     tensor_dims(data, 1, "data (a 1-D tensor of token ids)")
+    if data.dtype.is_floating_point or data.dtype.is_complex or data.dtype == torch.bool:
+        raise TypeError(f"data must hold integer token ids (torch.long), got dtype {data.dtype}")
     positive_int(batch_size=batch_size, context_len=context_len)
     if len(data) <= context_len:
         raise ValueError(f"data has {len(data)} tokens, need more than context_len={context_len}")
@@ -159,8 +167,17 @@ def recorded_glue(chapter: str) -> dict:
         known = sorted(p.stem for p in GLUE_DIR.glob("*.json"))
         raise FileNotFoundError(f"no recorded glue for chapter {chapter!r} ({path} is missing; recorded: {known}). "
                                 f"Record it with: python tools/execute.py --record-only chapters/{chapter}.ipynb")
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path} is not valid JSON ({e}): a truncated or hand-edited record? Record it again with: "
+                         f"python tools/execute.py --record-only chapters/{chapter}.ipynb") from None
+    if not isinstance(record, dict) or not isinstance(record.get("values"), dict):
+        raise ValueError(f"{path} must hold an object with a 'values' object (name -> text), got "
+                         f"{type(record).__name__}" + (f" with the keys {sorted(record)}" if isinstance(record, dict)
+                                                       else ""))
     values = {}
-    for name, text in json.loads(path.read_text())["values"].items():
+    for name, text in record["values"].items():
         try:
             values[name] = ast.literal_eval(text)
         except (ValueError, SyntaxError):   # a value whose text is not a Python literal stays text

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from .attention import Attention
+from .checks import positive_int, returned
 from .kv_cache import kv_cache_bytes
 
 __all__ = ["block_params", "check_multi_head", "check_rms_norm", "check_kv_cache_bytes"]
@@ -20,7 +21,8 @@ __all__ = ["block_params", "check_multi_head", "check_rms_norm", "check_kv_cache
 
 def block_params(d_model: int, d_ff: Optional[int] = None) -> int:
     """Weights of one bias-free block, attention 4C^2 + FFN 2CF (= 12C^2 when F = 4C), norms ignored. Chapter 6."""
-    d_ff = 4 * d_model if d_ff is None else d_ff
+    positive_int(d_model=d_model)
+    d_ff = 4 * d_model if d_ff is None else positive_int(d_ff=d_ff)
     return 4 * d_model * d_model + 2 * d_model * d_ff
 
 
@@ -35,7 +37,7 @@ def check_multi_head(fn, seed: int = 0) -> bool:
     mha = Attention(12, 3)
     x = torch.randn(2, 5, 12, generator=g)
     with torch.no_grad():
-        want, got = mha(x, causal=False), fn(x, mha)
+        want, got = mha(x, causal=False), returned(fn(x, mha))
     if tuple(got.shape) != (2, 5, 12):
         raise AssertionError(f"output should have shape (2, 5, 12) = (B, T, C), got {tuple(got.shape)}")
     if not torch.allclose(got, want, atol=1e-5, rtol=1e-4):
@@ -51,7 +53,7 @@ def check_rms_norm(fn, seed: int = 0) -> bool:
     x = torch.randn(2, 5, 8, generator=g) * 3 + 1
     w = torch.randn(8, generator=g)
     want = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
-    got = fn(x, w, 1e-6)
+    got = returned(fn(x, w, 1e-6))
     if tuple(got.shape) != tuple(x.shape):
         raise AssertionError(f"output should have shape {tuple(x.shape)}, got {tuple(got.shape)}")
     if not torch.allclose(got, want, atol=1e-5, rtol=1e-4):

@@ -16,18 +16,43 @@ dropped tokens to -inf, so a softmax afterwards gives them probability exactly 0
 """
 from __future__ import annotations
 
+import contextlib
+from numbers import Integral, Real
 from typing import Optional
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .checks import optional_positive_int, positive_int, positive_number, token_ids
+from .checks import inputs_checked, optional_positive_int, returned, positive_int, positive_number, token_ids
 from .decoding import decode_loop
 from .utils import step_budget
 
 __all__ = ["greedy", "apply_temperature", "top_k_filter", "top_p_filter", "next_token_probs",
            "sample_next", "context_len_of", "generate", "greedy_translate", "check_top_p"]
+
+
+# Below this temperature, logits / temperature overflows to inf for ordinary logits (|logit| ~ 1e8 at 1e-30 reaches
+# float32's 3.4e38): the distribution is the argmax's, so it is taken as greedy, as temperature 0 is.
+TINY_TEMPERATURE = 1e-30
+
+
+def _sample(probs: torch.Tensor, generator) -> torch.Tensor:
+    """torch.multinomial(probs, 1), with torch's error on NaN, inf or all-zero rows said in the book's words."""
+    try:
+        return torch.multinomial(probs, 1, generator=generator)
+    except RuntimeError as e:
+        if "probability" not in str(e) and "multinomial" not in str(e):
+            raise
+        raise ValueError("cannot sample: the logits give no probability distribution (NaN or inf logits, e.g. "
+                         "from a diverged model, or every token filtered out); "
+                         f"torch said: {str(e).splitlines()[0]}") from None
+
+
+def _generator(generator) -> None:
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator (e.g. torch.Generator().manual_seed(0)) or None, "
+                        f"got {type(generator).__name__}")
 
 
 def greedy(logits: torch.Tensor) -> torch.Tensor:
@@ -44,9 +69,12 @@ def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
 
 def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
     """Keep the k largest logits (..., V), set the rest to -inf (ties with the k-th are kept). Chapter 7."""
-    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+    if isinstance(k, bool) or not isinstance(k, Integral) or k < 1:     # numpy ints pass
         raise ValueError(f"k must be a positive int, got {k!r}")
-    k = min(k, logits.shape[-1])
+    if not isinstance(logits, torch.Tensor) or logits.dim() < 1:
+        raise ValueError(f"logits must be a tensor (..., V) with at least one dimension, got "
+                         f"{tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__}")
+    k = min(int(k), logits.shape[-1])
     kth = logits.topk(k, dim=-1).values[..., -1:]  # (..., 1): the k-th largest logit
     return logits.masked_fill(logits < kth, float("-inf"))
 
@@ -58,8 +86,8 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
     when the mass of the tokens ranked above it is still below p, so the top token always stays.
     Example: probs [0.5, 0.3, 0.2], p=0.7 -> keeps the first two (0.5 < 0.7, then 0.8 >= 0.7).
     """
-    if not 0.0 < p <= 1.0:
-        raise ValueError(f"p must lie in (0, 1], got {p}")
+    if isinstance(p, bool) or not isinstance(p, Real) or not 0.0 < p <= 1.0:
+        raise ValueError(f"p must lie in (0, 1], got {p!r}")
     sorted_logits, order = logits.sort(dim=-1, descending=True)
     probs = sorted_logits.softmax(dim=-1)
     mass_before = probs.cumsum(dim=-1) - probs  # (..., V): mass of the tokens ranked above each one
@@ -73,11 +101,13 @@ def next_token_probs(logits: torch.Tensor, temperature: float = 1.0, top_k: Opti
     """The distribution a sampler draws from: logits (..., V) -> probs (..., V). Chapter 7.
 
     Order: temperature, then top-k, then top-p (as in Hugging Face). temperature=0 means greedy:
-    all mass on the argmax.
+    all mass on the argmax (as any temperature below TINY_TEMPERATURE, where logits / temperature would overflow).
     """
+    if isinstance(temperature, bool) or not isinstance(temperature, Real):
+        raise TypeError(f"temperature must be a number >= 0, got {temperature!r}")
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0, got {temperature}")
-    if temperature == 0:
+    if temperature < TINY_TEMPERATURE:
         return F.one_hot(greedy(logits), logits.shape[-1]).to(logits.dtype)
     logits = apply_temperature(logits, temperature)
     if top_k is not None:
@@ -90,12 +120,15 @@ def next_token_probs(logits: torch.Tensor, temperature: float = 1.0, top_k: Opti
 def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: Optional[int] = None,
                 top_p: Optional[float] = None, generator: Optional[torch.Generator] = None) -> torch.Tensor:
     """Draw one token per row: logits (B, V) -> ids (B,). temperature=0 is greedy. Chapter 7."""
-    if logits.dim() != 2:
-        raise ValueError(f"logits should have shape (B, V), got {tuple(logits.shape)}")
-    if temperature == 0:
+    if not isinstance(logits, torch.Tensor) or logits.dim() != 2:
+        got = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
+        raise ValueError(f"logits should be a tensor of shape (B, V), got {got}")
+    _generator(generator)
+    if isinstance(temperature, (int, float)) and not isinstance(temperature, bool) and temperature < TINY_TEMPERATURE \
+            and temperature >= 0:
         return greedy(logits)
     probs = next_token_probs(logits, temperature, top_k, top_p)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    return _sample(probs, generator).squeeze(-1)
 
 
 def context_len_of(model: nn.Module) -> Optional[int]:
@@ -120,9 +153,13 @@ def generate(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, *, temper
     (context_len_of; a model with None reads it all); with use_cache=True the model (a book.gpt.GPT)
     sees the prompt once, then one new token per step. The model is left in the mode it came in.
     """
-    token_ids(idx, getattr(getattr(model, "config", None), "vocab_size", None), name="idx")
-    if idx.dim() != 2 or idx.shape[1] < 1:
-        raise ValueError(f"idx should have shape (B, T) with T >= 1, got {tuple(idx.shape)}")
+    vocab = getattr(getattr(model, "config", None), "vocab_size", None)
+    if vocab is None and isinstance(getattr(model, "embed", None), nn.Embedding):   # e.g. a CharRNN
+        vocab = model.embed.num_embeddings
+    token_ids(idx, vocab, name="idx")
+    if idx.dim() != 2 or idx.shape[1] < 1 or idx.shape[0] < 1:
+        raise ValueError(f"idx should have shape (B, T) with B >= 1 and T >= 1, got {tuple(idx.shape)}")
+    _generator(generator)
     max_new_tokens = step_budget(positive_int(max_new_tokens=max_new_tokens))   # BOOK_MAX_STEPS: a smoke run
     positive_number(temperature=temperature, allow_zero=True)
     optional_positive_int(top_k=top_k)
@@ -140,9 +177,11 @@ def generate(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, *, temper
                              f"(absolute positions cannot slide), got {idx.shape[1]} + {max_new_tokens}")
         cache = model.new_cache(idx.shape[0], idx.shape[1] + max_new_tokens)
     step = (lambda x: model(x, cache=cache)[:, -1, :]) if use_cache else (lambda x: model(x)[:, -1, :])
-    return decode_loop(step, idx, max_new_tokens, lambda logits: sample_next(logits, temperature, top_k, top_p,
-                                                                             generator),
-                       context_len=ctx, incremental=use_cache, model=model, name="max_new_tokens")
+    # the prompt was checked above against the vocabulary and sampled ids lie in it: no check (host sync) per token
+    with inputs_checked() if vocab is not None else contextlib.nullcontext():
+        return decode_loop(step, idx, max_new_tokens,
+                           lambda logits: sample_next(logits, temperature, top_k, top_p, generator),
+                           context_len=ctx, incremental=use_cache, model=model, name="max_new_tokens")
 
 
 def check_top_p(fn) -> bool:
@@ -153,7 +192,7 @@ def check_top_p(fn) -> bool:
              (0.9, [[False, True, True, True], [True, True, True, False]]),
              (1.0, [[True, True, True, True], [True, True, True, True]])]
     for p, keep in cases:
-        got = fn(probs.log(), p)
+        got = returned(fn(probs.log(), p))
         if tuple(got.shape) != tuple(probs.shape):
             raise AssertionError(f"output should have the logits' shape {tuple(probs.shape)}, got {tuple(got.shape)}")
         kept = torch.isfinite(got)
@@ -178,6 +217,15 @@ def greedy_translate(model: nn.Module, src: torch.Tensor, max_len: int, *, bos: 
     """
     token_ids(src, name="src")
     positive_int(max_len=max_len)
+    missing = [m for m in ("src_keep_mask", "encode") if not hasattr(model, m)]
+    if missing:
+        raise TypeError(f"greedy_translate needs an encoder-decoder (a book.transformer.Transformer); "
+                        f"{type(model).__name__} has no {', '.join(missing)}")
+    cfg = getattr(model, "config", None)
+    V, ctx = getattr(cfg, "tgt_vocab_size", None), getattr(cfg, "context_len", None)
+    for name, v in (("bos", bos), ("eos", eos), ("pad", pad)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0 or (V is not None and v >= V):
+            raise ValueError(f"{name} must be a token id in [0, {V if V is not None else 'vocab_size'}), got {v!r}")
     was_training = model.training
     model.eval()
     try:
@@ -199,8 +247,9 @@ def greedy_translate(model: nn.Module, src: torch.Tensor, max_len: int, *, bos: 
 
         bos_column = torch.full((B, 1), bos, dtype=torch.long, device=src.device)
         ctx = getattr(getattr(model, "config", None), "context_len", None)     # the decoder's positions
-        tgt = decode_loop(step, bos_column, max_len, greedy, context_len=ctx, slide=False, incremental=use_cache,
-                          eos=eos, pad=pad, name="max_len")
+        with inputs_checked():     # src checked by encode, bos above; generated ids are in range: no check per step
+            tgt = decode_loop(step, bos_column, max_len, greedy, context_len=ctx, slide=False,
+                              incremental=use_cache, eos=eos, pad=pad, name="max_len")
     finally:
         model.train(was_training)
     ids = tgt[:, 1:]

@@ -21,7 +21,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .attention import Attention
-from .checks import divides, one_of, optional_positive_int, positive_int, positive_number, probability
+from .checks import divides, one_of, optional_positive_int, positive_int, positive_number, probability, token_ids
 from .kv_cache import Int8KVCache, KVCache
 from .layers import FeedForward, LayerNorm, RMSNorm, swiglu_hidden
 from .positional import LearnedPositionalEmbedding
@@ -35,6 +35,7 @@ def lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     if logits.dim() != 3 or logits.shape[:2] != targets.shape:
         raise ValueError(f"logits should be (B, T, V) and targets (B, T); got {tuple(logits.shape)} "
                          f"and {tuple(targets.shape)}")
+    token_ids(targets, logits.shape[-1], "targets")     # skipped inside checks.inputs_checked (fit after step 0)
     return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
 
 
@@ -77,6 +78,9 @@ class GPTConfig:
         if self.logit_softcap is not None:
             positive_number(logit_softcap=self.logit_softcap)
         optional_positive_int(window=self.window)
+        for name in ("bias", "qk_norm", "tie_weights", "zero_init"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
 
     @property
     def d_head(self) -> int:
@@ -184,6 +188,7 @@ class GPT(nn.Module):
             raise TypeError(f"idx must be an integer tensor of token ids (torch.long), got {got}")
         if idx.dim() != 2:
             raise ValueError(f"idx should have shape (B, T), got {tuple(idx.shape)}")
+        token_ids(idx, self.config.vocab_size, "idx")     # once, here (skipped inside checks.inputs_checked)
         if cache is not None:
             self._check_cache(cache, idx.shape[0])
         start = cache.length if cache is not None else 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from .checks import positive_int
+from .checks import positive_int, positive_number
 
 __all__ = ["KVCache", "Int8KVCache", "quantize_int8", "kv_cache_bytes"]
 
@@ -76,6 +76,9 @@ class KVCache:
 def kv_cache_bytes(n_layers: int, n_kv_heads: int, d_head: int, context_len: int, batch_size: int = 1,
                    bytes_per_value: int = 2) -> int:
     """Cache size: 2 (K and V) * layers * batch * kv heads * tokens * d_head * bytes. Chapter 7."""
+    positive_int(n_layers=n_layers, n_kv_heads=n_kv_heads, d_head=d_head, context_len=context_len,
+                 batch_size=batch_size)
+    positive_number(bytes_per_value=bytes_per_value)      # 0.5 for INT4 is meaningful
     return 2 * n_layers * batch_size * n_kv_heads * context_len * d_head * bytes_per_value
 
 

@@ -32,6 +32,7 @@ GATED = ("swiglu",)   # activations with a gate: up projects to 2 F, silu(gate) 
 def swiglu_hidden(d_model: int, multiple: int = 1) -> int:
     """F for a SwiGLU FFN with the parameters of a 4C one: 3 C F = 8 C^2, so F = 8C/3 (rounded down to
     `multiple`; LLaMA uses 256). Chapter 10."""
+    positive_int(d_model=d_model, multiple=multiple)
     f = 8 * d_model // 3
     return max(multiple, f // multiple * multiple)
 

@@ -40,6 +40,13 @@ def bigram_counts(ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
 def bigram_log_probs(counts: torch.Tensor, smoothing: float = 1.0) -> torch.Tensor:
     """Row-normalised log-probabilities log P(next | current) with add-`smoothing` counts, (V, V)."""
     positive_number(smoothing=smoothing, allow_zero=True)
+    tensor_dims(counts, 2, "counts")
+    if counts.numel() and bool((counts < 0).any()):
+        raise ValueError("counts must be >= 0 (how often each token follows another), got a negative entry")
+    if smoothing == 0 and counts.numel() and bool((counts.sum(dim=1) == 0).any()):
+        rows = (counts.sum(dim=1) == 0).nonzero().flatten().tolist()
+        raise ValueError(f"with smoothing=0, every row of counts needs a count: the tokens {rows[:10]} are never "
+                         "followed by anything, so P(next | them) is 0/0; use smoothing > 0")
     p = counts.double() + smoothing
     return (p / p.sum(dim=1, keepdim=True)).log().float()
 
@@ -57,6 +64,7 @@ class BigramLM(nn.Module):
         nn.init.zeros_(self.logits.weight)   # start from the uniform distribution
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        token_ids(idx, self.logits.num_embeddings, "idx")
         return self.logits(idx)  # (B, T) -> (B, T, V)
 
 
@@ -64,7 +72,10 @@ def sample_bigram(log_probs: torch.Tensor, start: int, n: int,
                   generator: Optional[torch.Generator] = None) -> list:
     """Draw `n` tokens after `start` from a (V, V) table of log-probabilities."""
     non_negative_int(n=n)
+    tensor_dims(log_probs, 2, "log_probs")
     V = log_probs.shape[0]
+    if log_probs.shape[1] != V:
+        raise ValueError(f"log_probs should be a square (V, V) table, got shape {tuple(log_probs.shape)}")
     try:
         start = operator.index(start)  # an int or an integer tensor element; never a float
     except TypeError:
@@ -73,6 +84,9 @@ def sample_bigram(log_probs: torch.Tensor, start: int, n: int,
         raise ValueError(f"start must be a token id in [0, {V}), got {start}")
     out, cur = [], start
     probs = log_probs.exp()
+    if n and not bool(torch.isfinite(probs).all() and (probs.sum(dim=1) > 0).all()):
+        raise ValueError("log_probs must be finite log-probabilities with some mass in every row (NaN, +inf, or a "
+                         "row of -inf found): normalise the table first, e.g. bigram_log_probs(counts, smoothing)")
     for _ in range(n):
         cur = int(torch.multinomial(probs[cur], 1, generator=generator))
         out.append(cur)
@@ -88,6 +102,9 @@ def ngram_stats(train: Sequence, val: Sequence, n: int, counts: Optional[tuple] 
     `counts`: ngram_counts(train, n), when already counted.
     """
     positive_int(n=n)
+    train, val = _id_list(train, "train"), _id_list(val, "val")
+    if not len(train):
+        raise ValueError("train must hold at least one token: an empty training text has no n-grams to count")
     grams, contexts = _counted(train, n, counts)
     k = n - 1
     V = len(set(train))
@@ -102,6 +119,10 @@ def nll_bits(log_probs: torch.Tensor, ids: torch.Tensor) -> float:
     if log_probs.dim() != 2 or log_probs.shape[0] != log_probs.shape[1]:
         raise ValueError(f"log_probs should be a (V, V) table, got shape {tuple(log_probs.shape)}")
     _transitions(ids, log_probs.shape[0])
+    if log_probs.numel() and bool(log_probs.max() > 1e-4):
+        top = log_probs.max().item()
+        raise ValueError(f"log_probs must be log-probabilities (<= 0), got a largest entry {top:.3g}: "
+                         "probabilities instead of their logs? Pass probs.log()")
     lp = log_probs[ids[:-1], ids[1:]]
     return float(-lp.mean() / math.log(2))
 
@@ -110,9 +131,24 @@ def ngram_log_prob(counts: Counter, context_counts: Counter, context: tuple, tok
                    k: float = 0.1) -> float:
     """log P(token | context) with add-k smoothing: (c(context, token) + k) / (c(context) + k V)."""
     positive_number(k=k)   # > 0, so that unseen n-grams keep some probability
+    positive_int(vocab_size=vocab_size)
     num = counts.get(tuple(context) + (token,), 0) + k
     den = context_counts.get(tuple(context), 0) + k * vocab_size
     return math.log(num / den)
+
+
+def _id_list(ids, name: str):
+    """A token sequence for the counting functions: a 1-D tensor becomes a list of ints (tuples of 0-d tensors
+    hash by identity, so no n-gram of a tensor would ever match another); lists, tuples and strings stay as given."""
+    if isinstance(ids, torch.Tensor):
+        tensor_dims(ids, 1, name)
+        if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+            raise TypeError(f"{name} must hold integer token ids, got dtype {ids.dtype}")
+        return ids.tolist()
+    if not (hasattr(ids, "__len__") and hasattr(ids, "__getitem__")) or isinstance(ids, (dict, bytes)):
+        raise TypeError(f"{name} must be a sequence of token ids (a list, tuple, str or 1-D tensor), "
+                        f"got {type(ids).__name__}")
+    return ids
 
 
 def _counted(train: Sequence, n: int, counts: Optional[tuple]):
@@ -128,6 +164,7 @@ def _counted(train: Sequence, n: int, counts: Optional[tuple]):
 def ngram_counts(ids: Sequence, n: int):
     """(Counter of n-grams, Counter of their (n-1)-token contexts) over a token sequence."""
     positive_int(n=n)
+    ids = _id_list(ids, "ids")
     grams = Counter(tuple(ids[i:i + n]) for i in range(len(ids) - n + 1))
     contexts = Counter()
     for g, c in grams.items():
@@ -140,6 +177,10 @@ def ngram_bits(train: Sequence, val: Sequence, n: int, vocab_size: int, k: float
     """Validation cross-entropy (bits per token) of an add-k smoothed order-n model.
     `counts`: ngram_counts(train, n), when already counted."""
     positive_int(n=n, vocab_size=vocab_size)
+    train, val = _id_list(train, "train"), _id_list(val, "val")
+    if len(set(val)) > vocab_size:
+        raise ValueError(f"vocab_size must count every symbol: val alone holds {len(set(val))} distinct tokens, "
+                         f"got vocab_size={vocab_size}")
     if len(val) < n:
         raise ValueError(f"val must hold at least n = {n} tokens to score one {n}-gram, got {len(val)}")
     grams, contexts = _counted(train, n, counts)

@@ -18,7 +18,7 @@ from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 
-from .checks import positive_int, positive_number, probability, tensor_dims, token_ids
+from .checks import pair as _pair, positive_int, positive_number, probability, returned, tensor_dims, token_ids
 
 __all__ = ["IGNORE", "PretrainVocab", "MaskedBatch", "SpanBatch", "causal_lm_batch", "mask_tokens",
            "span_lengths", "span_corrupt", "span_layout", "check_mask_tokens"]
@@ -195,7 +195,7 @@ def check_mask_tokens(fn, vocab: Optional[PretrainVocab] = None, seed: int = 0) 
     vocab = vocab or PretrainVocab(65)
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, vocab.n_chars, (400, 500), generator=g)
-    inputs, labels = fn(ids.clone(), vocab, g)
+    inputs, labels = _pair(returned(fn(ids.clone(), vocab, g)), "(inputs, labels)")
     if inputs.shape != ids.shape or labels.shape != ids.shape:
         raise AssertionError(f"inputs and labels should both have shape {tuple(ids.shape)}, "
                              f"got {tuple(inputs.shape)} and {tuple(labels.shape)}")

@@ -24,6 +24,7 @@ decays matrices only (book.utils.adamw, the one weight-decay split).
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 import time
@@ -33,12 +34,13 @@ from typing import Callable, List, Optional, Sequence, Tuple, Union
 import torch
 import torch.nn.functional as F
 
-from .checks import non_negative_int, one_of, optional_positive_int, positive_int, positive_number, probability
-from .utils import adamw, step_budget, train_step
+from .checks import (inputs_checked, non_negative_int, one_of, optional_positive_int, positive_int, positive_number,
+                     probability)
+from .utils import Diverged, _betas, adamw, step_budget, train_step
 
 __all__ = ["NS_COEFFICIENTS", "newton_schulz", "Muon", "Optimizers", "muon_adamw", "build_optimizer",
            "OPTIMIZERS", "warmup_cosine", "warmup_stable_decay", "SCHEDULES", "schedule_multiplier", "History",
-           "fit"]
+           "fit", "Diverged", "NONFINITE"]
 
 OPTIMIZERS = ("adamw", "muon", "adam")
 
@@ -164,16 +166,24 @@ def muon_adamw(model: torch.nn.Module, lr: float, muon_lr: float, weight_decay: 
 def build_optimizer(model: torch.nn.Module, name: str = "adamw", *, lr: float,
                     weight_decay: Optional[float] = None, betas: Optional[Tuple[float, float]] = None,
                     muon_lr: float = 0.02, momentum: float = 0.95):
-    """The book's one optimizer builder. Chapters 2-10.
+    """The book's one optimizer builder. Chapters 1-10.
 
     "adamw": AdamW, weight decay (default 0.1) on the matrices (dim >= 2) only, never on norms' gains or biases
              (nanoGPT's split, book.utils.adamw); betas default (0.9, 0.99);
     "muon":  Muon (muon_lr) for the hidden matrices, AdamW (lr) as above for the rest (muon_adamw);
-    "adam":  plain Adam, no weight decay, PyTorch's betas (0.9, 0.999): the small models of chapters 2-6.
+    "adam":  plain Adam, no weight decay, PyTorch's betas (0.9, 0.999), every other setting PyTorch's default
+             (eps, foreach, fused): the small models of chapters 1-6. It is torch.optim.Adam(model.parameters(),
+             lr=lr) step for step (tests/test_fit.py), over the parameters that require a gradient.
     A schedule (fit) scales every group's rate relative to the rate it starts with.
     """
     one_of(OPTIMIZERS, name=name)
     positive_number(lr=lr)
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not any(p.requires_grad for p in model.parameters()):
+        raise ValueError(f"model has no trainable parameters: nothing for the optimizer to update "
+                         f"({type(model).__name__})")
+    _betas(betas)
     if name == "adam":
         if weight_decay:
             raise ValueError(f"'adam' takes no weight decay (Adam's would be an L2 penalty): use 'adamw', "
@@ -192,6 +202,10 @@ def build_optimizer(model: torch.nn.Module, name: str = "adamw", *, lr: float,
 def _warmup_or_end(step: int, total_steps: int, warmup: int, lr_max: float, lr_min: float) -> Optional[float]:
     """The part every schedule shares: linear warmup lr_max * (step + 1) / (warmup + 1) during the first
     `warmup` steps (nanoGPT's), lr_min from total_steps on; None in between (the schedule's own shape)."""
+    if step < 0:
+        raise ValueError(f"step must be >= 0 (0-based), got {step}")
+    if lr_min > lr_max:
+        raise ValueError(f"lr_min must be <= lr_max (the schedule decays), got lr_min={lr_min} and lr_max={lr_max}")
     if step < warmup:
         return lr_max * (step + 1) / (warmup + 1)
     if step >= total_steps:
@@ -262,6 +276,7 @@ class History:
     val: List[Tuple[int, float]] = field(default_factory=list)
     train_seconds: float = 0.0
     steps: int = 0
+    diverged: Optional[int] = None     # the step whose loss was not finite (fit with on_nonfinite="stop"), or None
 
     @property
     def final_val(self) -> float:
@@ -276,12 +291,28 @@ def _next_token_loss(model, batch) -> torch.Tensor:
     return F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
 
 
+NONFINITE = ("raise", "stop", "continue")
+
+
+def _own_parameters(model: torch.nn.Module, groups) -> None:
+    """Every parameter the optimizer updates must be one of the model's: an optimizer built for another model
+    would step that model's weights while this one never changes."""
+    own = {id(p) for p in model.parameters()}
+    for group in groups:
+        for p in group["params"]:
+            if id(p) not in own:
+                raise ValueError(f"optimizer holds a parameter of shape {tuple(p.shape)} that is not one of "
+                                 f"{type(model).__name__}'s: build the optimizer on this model "
+                                 "(build_optimizer(model, ...)), not on another")
+
+
 def fit(model: torch.nn.Module, batches, *, optimizer, loss_fn: Optional[Callable] = None,
         steps: Optional[int] = None, time_budget: Optional[float] = None,
         schedule: Union[str, Callable[[int], float]] = "warmup_cosine", warmup: int = 0, min_lr_ratio: float = 0.1,
         decay_frac: float = 0.3, grad_clip: Optional[float] = None, eval_fn: Optional[Callable] = None,
         eval_every: Optional[int] = None, start: int = 0, stop: Optional[int] = None,
-        history: Optional[History] = None, progress: bool = True, desc: str = "training") -> History:
+        history: Optional[History] = None, progress: bool = True, desc: str = "training",
+        on_nonfinite: str = "raise") -> History:
     """Train `model`: the one training loop of the book. Returns its History. Chapters 2-10.
 
     batches: a callable () -> batch, or an iterable of batches; loss_fn(model, batch) -> scalar loss
@@ -296,6 +327,12 @@ def fit(model: torch.nn.Module, batches, *, optimizer, loss_fn: Optional[Callabl
     start: the schedule's step to begin at, with `history` to append to: a run advanced in chunks.
     eval_fn(model) -> a value (a float, or anything), called in eval mode (then back to train mode) every
       `eval_every` steps and after the last step; the values go to History.val as (steps done, value), untimed.
+    on_nonfinite: what a NaN or inf training loss does (a diverged run). "raise" (default): raise
+      book.optim.Diverged naming the step, with the History so far (its .history; the non-finite loss is its last
+      entry); "stop": end the run there and return the History with History.diverged = that step (a rate sweep's
+      way to record a diverged run); "continue": train on, as before this check existed.
+    The optimizer must hold only the model's parameters (one built for another model would train nothing).
+    One host sync per step: the loss read for History.
     """
     if steps is not None:
         positive_int(steps=steps)
@@ -305,6 +342,7 @@ def fit(model: torch.nn.Module, batches, *, optimizer, loss_fn: Optional[Callabl
         positive_number(time_budget=time_budget, allow_zero=True)
     elif steps is None:
         raise ValueError("fit needs steps, a time_budget, or both")
+    one_of(NONFINITE, on_nonfinite=on_nonfinite)
     factor = schedule_multiplier(schedule, steps, warmup, min_lr_ratio, decay_frac)
     end = step_budget(steps if steps is not None else sys.maxsize)     # BOOK_MAX_STEPS: a smoke run
     if stop is not None:
@@ -313,6 +351,7 @@ def fit(model: torch.nn.Module, batches, *, optimizer, loss_fn: Optional[Callabl
     next_batch = batches if callable(batches) else iter(batches).__next__
     hist = history if history is not None else History()
     groups = optimizer.param_groups
+    _own_parameters(model, groups)
     for group in groups:
         group.setdefault("peak_lr", group["lr"])
     from tqdm.auto import tqdm
@@ -340,11 +379,23 @@ def fit(model: torch.nn.Module, batches, *, optimizer, loss_fn: Optional[Callabl
             batch = next_batch()
         except StopIteration:          # an iterable of batches ran out: the run ends here
             break
-        loss = train_step(optimizer, loss_fn(model, batch), model.parameters(), grad_clip)
+        with inputs_checked() if step > 0 else contextlib.nullcontext():   # the first batch's ids are checked;
+            batch_loss = loss_fn(model, batch)                                # then no check syncs with the device
+        loss = train_step(optimizer, batch_loss, model.parameters(), grad_clip, check_finite=False)
         spent += time.perf_counter() - t0
         hist.train_loss.append(loss)
         step += 1
         bar.update(1)
+        if on_nonfinite != "continue" and not math.isfinite(loss):
+            hist.diverged = step - 1
+            if on_nonfinite == "stop":
+                break
+            bar.close()
+            hist.train_seconds += spent
+            hist.steps += step - start
+            raise Diverged(f"training diverged at step {step - 1}: the loss is {loss} (a learning rate too high? "
+                           f"the rate was {groups[0]['lr']:.3g}). The partial History is this exception's .history;"
+                           " fit(..., on_nonfinite='stop') returns it instead", step=step - 1, loss=loss, history=hist)
         if eval_fn is not None and eval_every and step % eval_every == 0:
             evaluate()
         elif step % 50 == 0:

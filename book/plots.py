@@ -19,6 +19,9 @@ DIVERGING = "RdBu_r"     # one map for signed values
 
 def new_figure(figsize=(4.5, 3.2), nrows: int = 1, ncols: int = 1, **kw):
     """(fig, ax) on a pyplot-free Figure; ax is an array when nrows*ncols > 1."""
+    for name, n in (("nrows", nrows), ("ncols", ncols)):
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"{name} must be a positive int, got {n!r}")
     fig = Figure(figsize=figsize, dpi=SCREEN_DPI, layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=True, **kw)
     return fig, axes
@@ -35,6 +38,8 @@ _VISIBLE = {" ": "␣", "\n": "\\n", "\t": "\\t"}
 
 def token_labels(tokens) -> list:
     """Tokens as readable tick labels: a space shows as ␣ and a newline as \\n."""
+    if tokens is None or not hasattr(tokens, "__iter__"):
+        raise TypeError(f"tokens must be a sequence of tokens (a str or a list), got {type(tokens).__name__}")
     return ["".join(_VISIBLE.get(ch, ch) for ch in str(t)) for t in tokens]
 
 

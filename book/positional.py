@@ -24,12 +24,13 @@ hold sin/cos (sinusoidal) or form the i-th rotated plane (RoPE), with frequency 
 from __future__ import annotations
 
 import math
+from numbers import Integral, Real
 from typing import Callable, Optional, Union
 
 import torch
 from torch import nn
 
-from .checks import non_negative_int, one_of, positive_int, tensor_dims
+from .checks import non_negative_int, one_of, positive_int, returned, tensor_dims, token_ids
 
 __all__ = [
     "pair_frequencies",
@@ -49,6 +50,15 @@ __all__ = [
 ]
 
 
+def _count(**fields) -> None:
+    """Each keyword must be an integer >= 0 (a position or a length; numpy ints pass, bools and floats do not)."""
+    for name, v in fields.items():
+        if isinstance(v, torch.SymInt):      # a size while torch.compile traces with dynamic shapes
+            continue
+        if isinstance(v, bool) or not isinstance(v, Integral) or v < 0:
+            raise ValueError(f"{name} must be >= 0 (an int), got {v!r}")
+
+
 def _check_even(dim: int, name: str) -> None:
     """The one check book.checks lacks: an even width (dims come in sin/cos pairs)."""
     if positive_int(**{name: dim}) % 2:
@@ -61,8 +71,8 @@ def pair_frequencies(dim: int, base: float = 10000.0) -> torch.Tensor:
     Example: pair_frequencies(4) -> [1.0, 0.01]: pair 0 turns 1 radian per position, pair 1 0.01.
     """
     _check_even(dim, "dim")
-    if base <= 1:
-        raise ValueError(f"base must be > 1, got {base}")
+    if isinstance(base, bool) or not isinstance(base, Real) or not (math.isfinite(base) and base > 1):
+        raise ValueError(f"base must be > 1 (a finite number), got {base!r}")
     return base ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
 
 
@@ -74,8 +84,7 @@ def _angles(start: int, T: int, dim: int, base: float) -> torch.Tensor:
 
 def sinusoidal_table(T: int, d_model: int, base: float = 10000.0, start: int = 0) -> torch.Tensor:
     """(T, C) table with PE[pos, 2i] = sin(pos theta_i), PE[pos, 2i+1] = cos(pos theta_i). Chapter 5."""
-    if T < 0 or start < 0:
-        raise ValueError(f"T and start must be >= 0, got T={T}, start={start}")
+    _count(T=T, start=start)
     ang = _angles(start, T, d_model, base)  # (T, C/2)
     return torch.stack([ang.sin(), ang.cos()], dim=-1).flatten(-2).float()  # (T, C/2, 2) -> (T, C)
 
@@ -118,12 +127,12 @@ class SinusoidalPositionalEncoding(_AbsolutePositions):
     def __init__(self, d_model: int, context_len: int = 1024, base: float = 10000.0):
         super().__init__()
         _check_even(d_model, "d_model")
+        _count(context_len=context_len)
         self.d_model, self.context_len, self.base = d_model, context_len, base
         self.register_buffer("pe", sinusoidal_table(context_len, d_model, base), persistent=False)
 
     def table(self, T: int, offset: int = 0) -> torch.Tensor:
-        if offset < 0 or T < 0:
-            raise ValueError(f"T and offset must be >= 0, got T={T}, offset={offset}")
+        _count(T=T, offset=offset)
         if offset + T <= self.context_len:
             return self.pe[offset : offset + T]
         return sinusoidal_table(T, self.d_model, self.base, start=offset).to(self.pe.device)
@@ -143,8 +152,7 @@ class LearnedPositionalEmbedding(_AbsolutePositions):
         self.weight = nn.Parameter(torch.randn(context_len, d_model) * init_std)
 
     def table(self, T: int, offset: int = 0) -> torch.Tensor:
-        if offset < 0 or T < 0:
-            raise ValueError(f"T and offset must be >= 0, got T={T}, offset={offset}")
+        _count(T=T, offset=offset)
         if offset + T > self.context_len:
             raise IndexError(
                 f"learned positions exist only for 0..{self.context_len - 1}; asked for up to "
@@ -185,6 +193,7 @@ class RotaryEmbedding(nn.Module):
     def __init__(self, d_head: int, context_len: int = 4096, base: float = 10000.0):
         super().__init__()
         _check_even(d_head, "d_head")
+        _count(context_len=context_len)
         self.d_head, self.context_len, self.base = d_head, context_len, base
         ang = _angles(0, context_len, d_head, base)  # (context_len, D/2)
         self.register_buffer("cos", ang.cos().float(), persistent=False)
@@ -214,7 +223,7 @@ def check_shift_matrix(fn: Callable, d_model: int = 8, base: float = 10000.0) ->
     """
     pe = sinusoidal_table(50 + 17, d_model, base).double()
     for k in (0, 1, 3, 17):
-        M = torch.as_tensor(fn(k, d_model), dtype=torch.float64)
+        M = torch.as_tensor(returned(fn(k, d_model)), dtype=torch.float64)
         if tuple(M.shape) != (d_model, d_model):
             raise AssertionError(f"M_{k} should have shape ({d_model}, {d_model}), got {tuple(M.shape)}")
         got = pe[:50] @ M.T  # row pos holds (M_k PE[pos])^T
@@ -292,6 +301,12 @@ class CopyBackModel(nn.Module):
     `context_len` sizes the position tables; the learned one has no row beyond it (IndexError), the others
     compute later positions from their formulas.
     """
+    # Why its own attention and not book.attention.Attention: book.attention imports this module (RotaryEmbedding),
+    # so this layer cannot import Attention back (CONTRIBUTING, "The package's layers"), and moving the class up
+    # would move the import path benchmarks/copy_back.py uses (pinned by sha256 to book/results/copy_back.csv).
+    # Attention also has no additive score bias for ALiBi, and its default path (the fused kernel) differs from
+    # this written-out softmax by about 2e-7, which would move chapter 5's trained numbers; with need_weights=True
+    # it gives these bits exactly (same creation order of q/k/v/out_proj, same arithmetic).
 
     def __init__(self, vocab_size: int, positions: str = "none", d_model: int = 32, n_heads: int = 4,
                  context_len: int = 64):
@@ -318,6 +333,7 @@ class CopyBackModel(nn.Module):
 
     def _embed_qkv(self, x: torch.Tensor):
         tensor_dims(x, 2, "x")
+        token_ids(x, self.embed.num_embeddings, "x")
         h = self.embed(x)  # (B, T, C)
         h = self.absolute(h) if self.absolute is not None else h
         q, k, v = (self._heads(p(h)) for p in (self.q_proj, self.k_proj, self.v_proj))

@@ -86,6 +86,13 @@ def objective_loss(model, family: str, windows: torch.Tensor, vocab: PretrainVoc
     gpt reads windows[:, :-1] and predicts windows[:, 1:]; bert and t5 use windows[:, :-1], the same T characters.
     loss_fraction < 1 (gpt only) keeps the loss at a random fraction of the positions, as sparse as MLM's.
     """
+    loss, n = _objective(model, family, windows, vocab, generator, loss_fraction)
+    return loss, int(n)
+
+
+def _objective(model, family: str, windows: torch.Tensor, vocab: PretrainVocab,
+               generator: Optional[torch.Generator] = None, loss_fraction: float = 1.0):
+    """objective_loss with the count as a tensor (or an int for t5): no host read, for the training loop."""
     _check_family(family)
     if not 0 < loss_fraction <= 1:
         raise ValueError(f"loss_fraction must lie in (0, 1], got {loss_fraction}")
@@ -97,10 +104,10 @@ def objective_loss(model, family: str, windows: torch.Tensor, vocab: PretrainVoc
         if loss_fraction < 1:
             drop = torch.rand(y.shape, generator=generator, device=y.device) >= loss_fraction
             y[drop] = IGNORE
-        return _lm_ce(model(x), y), int((y != IGNORE).sum())
+        return _lm_ce(model(x), y), (y != IGNORE).sum()          # a tensor: pretrain reads it once, at the end
     if family == "bert":
         batch = mask_tokens(x, vocab, generator=generator)
-        return _lm_ce(model(batch.inputs), batch.labels), int((batch.labels != IGNORE).sum())
+        return _lm_ce(model(batch.inputs), batch.labels), (batch.labels != IGNORE).sum()
     batch = span_corrupt(x, vocab, generator=generator)
     return _lm_ce(model(batch.enc_in, batch.dec_in), batch.dec_out), batch.dec_out.numel()
 
@@ -132,13 +139,14 @@ def pretrain(model, family: str, train_data: torch.Tensor, vocab: PretrainVocab,
         return torch.cat([x, y[:, -1:]], dim=1).to(device)                  # (B, T + 1)
 
     def loss_fn(m, w):
-        loss, n = objective_loss(m, family, w, vocab, generator, loss_fraction)
-        hist.supervised += n
+        loss, n = _objective(m, family, w, vocab, generator, loss_fraction)
+        hist.supervised += n          # a tensor sum: no host read per step
         return loss
 
     fit(model, windows, loss_fn=loss_fn, optimizer=build_optimizer(model, "adamw", lr=lr), steps=steps,
         schedule="warmup_cosine", warmup=warmup, grad_clip=grad_clip, eval_fn=eval_fn, eval_every=eval_every or None,
         stop=stop_after, history=hist, progress=progress, desc=f"pre-training {family}")
+    hist.supervised = int(hist.supervised)
     model.eval()
     return hist
 
@@ -342,6 +350,8 @@ def letter_copies(letters: torch.Tensor, n: int, batch_size: int, generator: tor
     """Copy strings (B, 2n + 2): n random tokens of `letters`, `colon`, the same n tokens (the answer), `newline`.
     Chapter 9's skill small enough to watch form, scored by answer_scores."""
     letters = token_ids(letters, name="letters")
+    if not letters.numel():
+        raise ValueError("letters must hold at least one token id to copy, got none")
     positive_int(n=n, batch_size=batch_size)
     s = letters[torch.randint(len(letters), (batch_size, n), generator=generator)]
     ends = torch.tensor([colon, newline]).expand(batch_size, 2)
@@ -370,6 +380,8 @@ def instruction_batch(pairs: Sequence[Tuple[str, str]], encode: Callable, pad_id
     Each row is prompt + answer, right-padded with pad_id; y is IGNORE on the prompt and the padding, so
     fine-tuning teaches what to answer, not how the prompts are worded. T = the longest row (<= context_len).
     """
+    if not len(pairs):
+        raise ValueError("pairs must hold at least one (prompt, answer) pair, got none")
     rows, labels = [], []
     for prompt, ans in pairs:
         p, a = encode(prompt), encode(ans)
@@ -390,6 +402,8 @@ def finetune(model, pairs: Sequence[Tuple[str, str]], encode: Callable, pad_id: 
              device=None) -> History:
     """Supervised fine-tuning with fit: AdamW (matrices decayed) on random batches of (prompt, answer) pairs,
     at a constant rate by default (`schedule`: any of fit's), gradients clipped to 1."""
+    if not len(pairs):
+        raise ValueError("pairs must hold at least one (prompt, answer) pair to fine-tune on, got none")
     generator = generator if generator is not None else torch.Generator().manual_seed(0)
 
     def batch():

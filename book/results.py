@@ -11,7 +11,9 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import math
 import shlex
+from numbers import Real
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -37,8 +39,31 @@ def read_rows(name: str, results_dir: Optional[Path] = None) -> List[Dict[str, s
     if not path.is_file():
         known = sorted(p.stem for p in path.parent.glob("*.csv"))
         raise FileNotFoundError(f"no recorded table {path}; recorded: {known}")
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            rows = list(reader)
+            header = reader.fieldnames
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path} is not a UTF-8 CSV table ({e.reason} at byte {e.start}): a corrupt file? "
+                         "Regenerate it (see its provenance)") from None
+    if not header:
+        raise ValueError(f"{path} is empty: a recorded table starts with a header line; regenerate it")
+    for i, r in enumerate(rows):
+        if None in r or None in r.values():        # more fields than the header, or fewer
+            fields = sum(v is not None for k, v in r.items() if k is not None) + len(r.get(None) or [])
+            raise ValueError(f"{path}, row {i + 1}: has {fields} fields "
+                             f"where the header has {len(header)} ({header}): a truncated or hand-edited file? "
+                             "Regenerate it")
+    return rows
+
+
+def _read_json(path: Path, what: str):
+    """The JSON in `path`, or a ValueError that names the file (a truncated or hand-edited record)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path} is not valid JSON ({e}): a truncated or hand-edited {what}? Regenerate it") from None
 
 
 def provenance(name: str, results_dir: Optional[Path] = None) -> dict:
@@ -46,7 +71,10 @@ def provenance(name: str, results_dir: Optional[Path] = None) -> dict:
     path = Path(results_dir or RESULTS_DIR) / f"{_name(name)}.json"
     if not path.is_file():
         raise FileNotFoundError(f"no provenance {path}: the result was recorded before provenance, or never")
-    return json.loads(path.read_text())
+    prov = _read_json(path, "provenance")
+    if not isinstance(prov, dict):
+        raise ValueError(f"{path} must hold a JSON object (the provenance's fields), got a {type(prov).__name__}")
+    return prov
 
 
 def sha256_of(path) -> str:
@@ -86,6 +114,8 @@ def left_plateau(curve, base: float, margin: float = 0.05, consecutive: int = 2)
     noise of the 256 windows; two in a row are not read as an exit by chance)."""
     positive_int(consecutive=consecutive)
     positive_number(margin=margin, allow_zero=True)
+    if isinstance(base, bool) or not isinstance(base, (int, float)) or not math.isfinite(base):
+        raise ValueError(f"base must be a finite number (the plateau's score), got {base!r}")
     steps = [step for step, _ in curve]
     if steps != sorted(steps):
         raise ValueError(f"curve must be (step, score) pairs in step order, got the steps {steps}")
@@ -104,16 +134,35 @@ def seed_curves(rows, key: str, group=("family", "seed")) -> Dict[tuple, list]:
     for r in rows:
         if key not in r or "step" not in r:
             raise ValueError(f"rows need the columns 'step' and {key!r}, got {sorted(r)}")
-        name = tuple(int(r[g]) if g == "seed" else r[g] for g in group)
-        out.setdefault(name, []).append((int(r["step"]), float(r[key])))
+        try:
+            name = tuple(int(r[g]) if g == "seed" else r[g] for g in group)
+            point = (int(r["step"]), float(r[key]))
+        except (TypeError, ValueError):
+            raise ValueError(f"rows need an integer seed and step and a number in {key!r}, got the row {r}") from None
+        out.setdefault(name, []).append(point)
     return out
+
+
+def _seed_values(values, name: str, allow_none: bool = False) -> list:
+    """Per-seed values as a list of finite numbers (None allowed with allow_none): a NaN is a diverged seed, which
+    a mean, a span or a verdict would hide."""
+    values = list(values)
+    for i, v in enumerate(values):
+        if v is None and allow_none:
+            continue
+        if isinstance(v, bool) or not isinstance(v, Real):
+            raise TypeError(f"{name} must hold numbers (one per seed), got {v!r} at seed {i}")
+        if not math.isfinite(v):
+            raise ValueError(f"{name} holds {v} at seed {i}: a diverged run? A verdict over seeds needs finite values;"
+                             " report the diverged seed separately")
+    return values
 
 
 def seed_span(values, fmt: str = "{:.0%}") -> str:
     """Every seed's value -> "mean (lowest-highest)", each written with `fmt`.
 
     Example: seed_span([0.2, 0.3]) -> '25% (20%-30%)'"""
-    values = list(values)
+    values = _seed_values(values, "values")
     if not values:
         raise ValueError("seed_span needs at least one value")
     return f"{fmt.format(sum(values) / len(values))} ({fmt.format(min(values))}-{fmt.format(max(values))})"
@@ -122,14 +171,17 @@ def seed_span(values, fmt: str = "{:.0%}") -> str:
 def seed_verdict(a: str, va, b: str, vb, verb: str = "scores higher than") -> str:
     """Two configurations' per-seed values (seed by seed, higher is better) -> a sentence that calls a win only
     when every seed agrees: 'a <verb> b in every seed', the reverse, or 'a and b are not separated'."""
-    va, vb = list(va), list(vb)
+    va, vb = _seed_values(va, "va"), _seed_values(vb, "vb")
     if len(va) != len(vb) or not va:
         raise ValueError(f"need one value per seed for both, got {len(va)} and {len(vb)}")
-    wins = [x > y for x, y in zip(va, vb)]
-    if all(wins):
+    a_wins, b_wins = sum(x > y for x, y in zip(va, vb)), sum(y > x for x, y in zip(va, vb))
+    if a_wins == len(va):
         return f"{a} {verb} {b} in every seed"
-    if not any(wins):
+    if b_wins == len(va):
         return f"{b} {verb} {a} in every seed"
+    ties = len(va) - a_wins - b_wins
+    if ties:
+        return f"{a} and {b} are not separated (tied in {ties} of {len(va)} seeds)"
     return f"{a} and {b} are not separated (the seeds disagree)"
 
 
@@ -180,7 +232,7 @@ def range_verdict(new, old) -> str:
     """Two configurations' per-seed costs to a target (steps or seconds; None = never reached; lower is better) ->
     "pays" when every seed of `new` beats every seed of `old` (or only `new` always reaches the target), "costs" in
     the reverse case, else "within the spread". A difference counts only beyond the seeds' spread. Chapter 10."""
-    new, old = list(new), list(old)
+    new, old = _seed_values(new, "new", allow_none=True), _seed_values(old, "old", allow_none=True)
     if not new or not old:
         raise ValueError(f"need at least one seed on each side, got {len(new)} and {len(old)}")
     miss_new, miss_old = sum(v is None for v in new), sum(v is None for v in old)
@@ -216,8 +268,16 @@ def budget_summary(rows) -> Dict[str, dict]:
             raise ValueError(f"phase must be 'final', 'count' or 'sweep', got {r['phase']!r}")
         if r["phase"] == "sweep":
             continue
-        m = out.setdefault(r["model"], {"chapter": int(r["chapter"]), "count": r["phase"] == "count", "budgets": {}})
-        m["budgets"].setdefault(float(r["budget_s"]), []).append(float(r["val_bpc"]))
+        try:
+            chapter, budget, bpc = int(r["chapter"]), float(r["budget_s"]), float(r["val_bpc"])
+        except (TypeError, ValueError):
+            raise ValueError("each row needs an integer chapter and numbers in budget_s and val_bpc, got "
+                             f"{ {k: r[k] for k in ('model', 'chapter', 'budget_s', 'val_bpc')} }") from None
+        if not math.isfinite(bpc) or not math.isfinite(budget):
+            raise ValueError(f"val_bpc and budget_s must be finite, got {bpc} and {budget} for {r['model']!r}: "
+                             "a diverged run? Leave it out of the summary, or report it")
+        m = out.setdefault(r["model"], {"chapter": chapter, "count": r["phase"] == "count", "budgets": {}})
+        m["budgets"].setdefault(budget, []).append(bpc)
     for m in out.values():
         m["budgets"] = {b: (sum(v) / len(v), min(v), max(v), len(v)) for b, v in sorted(m["budgets"].items())}
     return out
@@ -259,5 +319,9 @@ def leaderboard_bpc(name_prefix: str, runtimes: Optional[Path] = None) -> Option
     path = Path(runtimes) if runtimes is not None else Path("_generated") / "runtimes.json"
     if not path.is_file():
         return None
-    rows = [r for chapter in json.loads(path.read_text()).values() for r in chapter.get("leaderboard", [])]
+    record = _read_json(path, "runtimes record")
+    if not isinstance(record, dict) or not all(isinstance(c, dict) for c in record.values()):
+        raise ValueError(f"{path} must map each chapter to an object with a 'leaderboard' list, got "
+                         f"{type(record).__name__}")
+    rows = [r for chapter in record.values() for r in chapter.get("leaderboard", [])]
     return next((float(r["val_bpc"]) for r in rows if r["name"].startswith(name_prefix)), None)

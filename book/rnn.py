@@ -13,7 +13,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .checks import non_negative_int, positive_int, probability
+from .checks import non_negative_int, pair as _pair, positive_int, probability, returned, token_ids
 from .optim import build_optimizer, fit
 from .tasks import recall_batch, recall_many_batch
 
@@ -31,8 +31,8 @@ class RNNCell(nn.Module):
 
     def __init__(self, d_in: int, d_hidden: int):
         super().__init__()
-        if d_in < 1 or d_hidden < 1:
-            raise ValueError(f"d_in and d_hidden must be positive, got {d_in}, {d_hidden}")
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in (d_in, d_hidden)):
+            raise ValueError(f"d_in and d_hidden must be positive ints, got {d_in!r}, {d_hidden!r}")
         bound = 1 / math.sqrt(d_hidden)
         self.weight_ih = nn.Parameter(torch.empty(d_hidden, d_in).uniform_(-bound, bound))
         self.weight_hh = nn.Parameter(torch.empty(d_hidden, d_hidden).uniform_(-bound, bound))
@@ -57,6 +57,12 @@ class RNN(nn.Module):
     def forward(self, x: torch.Tensor, h0: Optional[torch.Tensor] = None):
         if x.dim() != 3 or x.shape[-1] != self.cell.weight_ih.shape[1]:
             raise ValueError(f"x should have shape (B, T, {self.cell.weight_ih.shape[1]}), got {tuple(x.shape)}")
+        if not x.dtype.is_floating_point:
+            raise TypeError(f"x must be a floating-point tensor (embedded inputs), got {x.dtype}; token ids go "
+                            "through an nn.Embedding first")
+        if h0 is not None and (not isinstance(h0, torch.Tensor) or tuple(h0.shape) != (x.shape[0], self.d_hidden)):
+            got = tuple(h0.shape) if isinstance(h0, torch.Tensor) else type(h0).__name__
+            raise ValueError(f"h0 should have shape (B, H) = ({x.shape[0]}, {self.d_hidden}), got {got}")
         h = x.new_zeros(x.shape[0], self.d_hidden) if h0 is None else h0
         outputs = []
         for t in range(x.shape[1]):               # the step t must wait for step t-1
@@ -89,8 +95,9 @@ class CharRNN(nn.Module):
         super().__init__()
         if cell not in _CELLS:
             raise ValueError(f"cell must be one of {sorted(_CELLS)}, got {cell!r}")
-        if min(vocab_size, d_emb, d_hidden, n_layers) < 1:
-            raise ValueError("vocab_size, d_emb, d_hidden and n_layers must be positive")
+        sizes = (vocab_size, d_emb, d_hidden, n_layers)
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in sizes):
+            raise ValueError(f"vocab_size, d_emb, d_hidden and n_layers must be positive ints, got {sizes}")
         self.kind = cell
         self.embed = nn.Embedding(vocab_size, d_emb)
         self.rnn = _CELLS[cell](d_emb, d_hidden, num_layers=n_layers, batch_first=True)
@@ -102,8 +109,9 @@ class CharRNN(nn.Module):
         return self.head(out)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() != 2:
-            raise ValueError(f"x should have shape (B, T), got {tuple(x.shape)}")
+        token_ids(x, self.embed.num_embeddings, "x")
+        if x.dim() != 2 or x.shape[1] < 1:
+            raise ValueError(f"x should have shape (B, T) with T >= 1, got {tuple(x.shape)}")
         return self.from_embeddings(self.embed(x))
 
 
@@ -222,7 +230,8 @@ def check_lstm_step(fn) -> bool:
     cell = nn.LSTMCell(4, 3)
     x, h, c = torch.randn(2, 4, generator=g), torch.randn(2, 3, generator=g), torch.randn(2, 3, generator=g)
     h_ref, c_ref = cell(x, (h, c))
-    h_new, c_new = fn(x, h, c, cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh)
+    h_new, c_new = _pair(returned(fn(x, h, c, cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh)),
+                         "(h_new, c_new)")
     # explicit raises, not `assert`: the check must still reject wrong answers under `python -O`
     if tuple(h_new.shape) != (2, 3) or tuple(c_new.shape) != (2, 3):
         raise AssertionError(f"h' and c' should be (B, H) = (2, 3), got {tuple(h_new.shape)} and "

@@ -14,7 +14,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .checks import positive_int, positive_number
+from .checks import positive_int, positive_number, returned, token_ids
 from .decoding import decode_loop
 from .optim import build_optimizer, fit
 from .tasks import BOS, EOS, PAD, ToyTranslation
@@ -37,6 +37,10 @@ class AdditiveAttention(nn.Module):
         self.W_a = nn.Linear(d_dec, d_att, bias=False)
         self.U_a = nn.Linear(d_enc, d_att, bias=False)
         self.v_a = nn.Parameter(torch.randn(d_att) / d_att**0.5)
+
+    def d_dec_enc(self) -> Tuple[int, int]:
+        """(Ddec, Denc): the sizes of the query and of each key this attention takes."""
+        return self.W_a.in_features, self.U_a.in_features
 
     def project_keys(self, keys: torch.Tensor) -> torch.Tensor:
         """U_a h_i for every source position, once per sentence: (B, S, Denc) -> (B, S, A)."""
@@ -62,6 +66,10 @@ class MultiplicativeAttention(nn.Module):
             raise ValueError(f"sizes must be positive, got d_dec={d_dec}, d_enc={d_enc}")
         self.W = nn.Linear(d_enc, d_dec, bias=False)
 
+    def d_dec_enc(self) -> Tuple[int, int]:
+        """(Ddec, Denc): the sizes of the query and of each key this attention takes."""
+        return self.W.out_features, self.W.in_features
+
     def project_keys(self, keys: torch.Tensor) -> torch.Tensor:
         """W h_i for every source position: (B, S, Denc) -> (B, S, Ddec)."""
         return self.W(keys)
@@ -80,6 +88,11 @@ def _attend(attn, query, keys, keep_mask, projected_keys):
     if query.dim() != 2 or keys.dim() != 3 or query.shape[0] != keys.shape[0]:
         raise ValueError(f"expected query (B, Ddec) and keys (B, S, Denc), got {tuple(query.shape)} "
                          f"and {tuple(keys.shape)}")
+    d_dec, d_enc = attn.d_dec_enc()
+    if query.shape[1] != d_dec or keys.shape[2] != d_enc:
+        raise ValueError(f"this attention takes query (B, Ddec={d_dec}) and keys (B, S, Denc={d_enc}), got "
+                         f"{tuple(query.shape)} and {tuple(keys.shape)}")
+    direct = projected_keys is None      # a direct call; Seq2Seq passes the keys, its encoder checked the mask
     if projected_keys is None:
         projected_keys = attn.project_keys(keys)
     e = attn.scores(query, projected_keys)                       # (B, S)
@@ -89,6 +102,9 @@ def _attend(attn, query, keys, keep_mask, projected_keys):
             raise TypeError(f"keep_mask must be a bool tensor (B, S), True = may attend (e.g. src != PAD), got {got}")
         if keep_mask.shape != e.shape:
             raise ValueError(f"keep_mask should have shape {tuple(e.shape)}, got {tuple(keep_mask.shape)}")
+        if direct and not bool(keep_mask.any(-1).all()):
+            raise ValueError("keep_mask blocks every key of some row, whose weights would be NaN: True = may "
+                             "attend (a real token), False = padding; every row needs at least one True")
         e = e.masked_fill(~keep_mask, float("-inf"))              # blocked keys get weight exp(-inf) = 0
     weights = torch.softmax(e, dim=-1)
     context = (weights.unsqueeze(1) @ keys).squeeze(1)           # (B, 1, S) @ (B, S, Denc) -> (B, Denc)
@@ -100,7 +116,7 @@ def check_general_score(fn) -> bool:
     must equal the scores s^T W h_i. Raises AssertionError with a hint otherwise."""
     g = torch.Generator().manual_seed(0)
     s, H, W = torch.randn(2, 3, generator=g), torch.randn(2, 5, 4, generator=g), torch.randn(3, 4, generator=g)
-    out = fn(s, H, W)
+    out = returned(fn(s, H, W))
     # explicit raises, not `assert`: the check must still reject wrong answers under `python -O`
     if tuple(out.shape) != (2, 5):
         raise AssertionError(f"scores should have shape (B, S) = (2, 5), got {tuple(out.shape)}")
@@ -123,10 +139,10 @@ class Encoder(nn.Module):
         self.rnn = nn.GRU(d_emb, d_enc, batch_first=True, bidirectional=True)
 
     def forward(self, src: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-        lengths = (src != PAD).sum(1)
+        lengths = (src != PAD).sum(1).cpu()                       # packing needs them on the host anyway
         if (lengths == 0).any():
             raise ValueError("every source sentence needs at least one non-PAD token")
-        packed = nn.utils.rnn.pack_padded_sequence(self.embed(src), lengths.cpu(), batch_first=True,
+        packed = nn.utils.rnn.pack_padded_sequence(self.embed(src), lengths, batch_first=True,
                                                    enforce_sorted=False)
         out, h_n = self.rnn(packed)                               # h_n: (2, B, d_enc)
         H, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=src.shape[1])
@@ -174,7 +190,18 @@ class Seq2Seq(nn.Module):
         keys = att.project_keys(H) if att is not None else None
         return H, summary, src != PAD, keys
 
+    def _check(self, src: torch.Tensor, tgt_in: Optional[torch.Tensor] = None) -> None:
+        token_ids(src, self.encoder.embed.num_embeddings, "src")
+        if src.dim() != 2 or src.shape[1] < 1:
+            raise ValueError(f"src should have shape (B, S) with S >= 1, got {tuple(src.shape)}")
+        if tgt_in is not None:
+            token_ids(tgt_in, self.decoder.embed.num_embeddings, "tgt_in")
+            if tgt_in.dim() != 2 or tgt_in.shape[0] != src.shape[0]:
+                raise ValueError(f"tgt_in should have shape (B, T) with src's B = {src.shape[0]}, "
+                                 f"got {tuple(tgt_in.shape)}")
+
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        self._check(src, tgt_in)
         H, summary, keep_mask, keys = self._prepare(src)
         s = self.decoder.start(H, summary)
         logits = []
@@ -186,8 +213,8 @@ class Seq2Seq(nn.Module):
     @torch.no_grad()
     def greedy(self, src: torch.Tensor, max_len: int):
         """Decode from BOS, feeding back the argmax, until every row has produced EOS or max_len."""
-        if max_len < 1:
-            raise ValueError(f"max_len must be >= 1, got {max_len}")
+        positive_int(max_len=max_len)
+        self._check(src)
         H, summary, keep_mask, keys = self._prepare(src)
         s = self.decoder.start(H, summary)
         weights = []
@@ -219,6 +246,8 @@ class Seq2SeqConfig:
 
 def build_seq2seq(cfg: Seq2SeqConfig) -> Seq2Seq:
     """A Seq2Seq model from a config. Chapters 2, 3."""
+    positive_int(src_vocab_size=cfg.src_vocab_size, tgt_vocab_size=cfg.tgt_vocab_size, d_emb=cfg.d_emb,
+                 d_enc=cfg.d_enc, d_dec=cfg.d_dec, d_att=cfg.d_att)
     d_out = 2 * cfg.d_enc
     attention = {"none": lambda: None,
                  "additive": lambda: AdditiveAttention(cfg.d_dec, d_out, cfg.d_att),

@@ -273,6 +273,8 @@ def sequence_accuracy(pred: torch.Tensor, target: torch.Tensor) -> Tuple[float, 
     """(exact-match, token) accuracy of predicted ids (B, T') against targets (B, T), both ending in
     EOS then PAD. A sequence is exact only if every token up to and including EOS matches."""
     pred = _aligned(pred, target)
+    if target.shape[0] == 0:
+        raise ValueError("target holds no sequence (batch size 0): an accuracy over nothing is undefined")
     real = target != PAD
     match = (pred == target) & real
     exact = (match | ~real).all(1).float().mean().item()
@@ -430,6 +432,8 @@ def copy_back_batch(batch_size: int, seq_len: int, k, n_letters: int = 4, n_valu
     """
     positive_int(batch_size=batch_size, seq_len=seq_len, n_letters=n_letters, n_values=n_values)
     k = torch.as_tensor(k).expand(batch_size) if torch.as_tensor(k).dim() == 0 else torch.as_tensor(k)
+    if k.dtype.is_floating_point or k.dtype == torch.bool:
+        raise ValueError(f"k must be an int or a (batch_size,) tensor of integer distances, got dtype {k.dtype}")
     if k.shape != (batch_size,) or k.min() < 1 or k.max() > seq_len - n_letters:
         raise ValueError(f"k must be an int or ({batch_size},) tensor of distances in 1..{seq_len - n_letters} "
                          f"(seq_len - n_letters), got shape {tuple(k.shape)}, range {k.min().item()}..{k.max().item()}")

@@ -118,16 +118,37 @@ class _CallCounter(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+def _countable(name: str) -> None:
+    """`name` must be an ATen operation that reaches dispatch under its own name (count_calls would count 0)."""
+    if not hasattr(torch.ops.aten, name):
+        raise ValueError(f"ops must name ATen operations such as 'mm', 'addmm', 'bmm'; torch.ops.aten has no {name!r}")
+    try:
+        packet = getattr(torch.ops.aten, name)
+        overloads = ["default"] if "default" in packet.overloads() else packet.overloads()   # not the out= form
+        composite = all(torch._C._dispatch_has_kernel_for_dispatch_key(getattr(packet, o).name(),
+                                                                        "CompositeImplicitAutograd")
+                        for o in overloads)
+    except Exception:      # an internal API that moved: skip this part of the check
+        composite = False
+    if composite:
+        raise ValueError(f"ops: {name!r} is a composite operation: it runs as other operations (e.g. matmul as mm or "
+                         "bmm, linear as addmm) and is never dispatched under its own name; count those instead")
+
+
 def count_calls(fn: Callable[[], object], *ops: str) -> int:
     """How many times one call of `fn()` runs the ATen operations named in `ops` (e.g. "mm", "addmm", "bmm").
 
     The count is taken where PyTorch dispatches each operation, so for a loop written in Python it is the same on
     every machine (a fused kernel, such as cuDNN's RNN on a GPU, is one call). Counting the matrix products of a
-    recurrent loop counts its steps that wait for one another.
+    recurrent loop counts its steps that wait for one another. A composite operation (matmul, linear,
+    scaled_dot_product_attention) never reaches dispatch under its own name, so it cannot be counted: name what it
+    runs (mm, addmm, bmm); an unknown name raises rather than counting 0.
     """
     _callable(fn)
     if not ops or not all(isinstance(o, str) and o for o in ops):
         raise ValueError(f"name at least one ATen operation to count, e.g. 'mm', got {ops!r}")
+    for o in ops:
+        _countable(o)
     with _CallCounter(set(ops)) as counter:
         fn()
     return counter.n

@@ -17,10 +17,33 @@ __all__ = ["CharTokenizer", "BPETokenizer", "merge_pair", "pair_counts"]
 
 def _as_id(i) -> int:
     """A token id as an int: ints, numpy ints and integer tensor elements pass; a float is a TypeError."""
+    if isinstance(i, bool):
+        raise TypeError(f"token ids must be integers, got the bool {i!r}")
     try:
         return operator.index(i)
     except TypeError:
         raise TypeError(f"token ids must be integers, got {i!r} ({type(i).__name__})") from None
+
+
+def _chars(text, name: str):
+    """Text for a tokenizer: a str (or, for CharTokenizer, any iterable of characters); never None or bytes."""
+    if text is None or isinstance(text, (bytes, bytearray)) or not hasattr(text, "__iter__"):
+        raise TypeError(f"{name} must be a str, got {type(text).__name__}"
+                        + (": decode bytes first, e.g. data.decode('utf-8')" if isinstance(text, (bytes, bytearray))
+                           else ""))
+    return text
+
+
+def _str(text):
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    return text
+
+
+def _ids(ids):
+    if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
+        raise TypeError(f"ids must be a sequence of token ids (a list of ints), got {type(ids).__name__}")
+    return ids
 
 
 class CharTokenizer:
@@ -30,7 +53,7 @@ class CharTokenizer:
     """
 
     def __init__(self, chars: Iterable[str]):
-        self.itos: List[str] = sorted(set(chars))
+        self.itos: List[str] = sorted(set(_chars(chars, "chars")))
         if not self.itos:
             raise ValueError("a CharTokenizer needs at least one character")
         if any(len(c) != 1 for c in self.itos):
@@ -46,7 +69,7 @@ class CharTokenizer:
         return len(self.itos)
 
     def encode(self, text: str) -> List[int]:
-        unknown = sorted(set(text) - self.stoi.keys())
+        unknown = sorted(set(_chars(text, "text")) - self.stoi.keys())
         if unknown:
             raise ValueError(f"characters not in the vocabulary: {unknown!r} "
                              f"(the tokenizer knows {self.vocab_size} characters)")
@@ -54,7 +77,7 @@ class CharTokenizer:
 
     def decode(self, ids: Sequence[int]) -> str:
         out = []
-        for i in ids:
+        for i in _ids(ids):
             j = _as_id(i)
             if not 0 <= j < self.vocab_size:  # a negative id would silently index from the end
                 raise ValueError(f"ids must be in [0, {self.vocab_size}), got {j}")
@@ -89,8 +112,11 @@ class BPETokenizer:
     def __init__(self, merges: Sequence[Tuple[int, int]] = ()):
         self.merges: List[Tuple[int, int]] = [tuple(m) for m in merges]
         self.vocab: Dict[int, bytes] = {i: bytes([i]) for i in range(256)}
-        for new_id, (a, b) in enumerate(self.merges, start=256):
-            if a >= new_id or b >= new_id:
+        for new_id, m in enumerate(self.merges, start=256):
+            if len(m) != 2 or not all(isinstance(i, int) and not isinstance(i, bool) for i in m):
+                raise ValueError(f"merges must be pairs of token ids (a, b); merge {new_id - 256} is {m!r}")
+            a, b = m
+            if min(a, b) < 0 or a >= new_id or b >= new_id:
                 raise ValueError(f"merge {new_id - 256} uses an id that does not exist yet: {(a, b)}")
             self.vocab[new_id] = self.vocab[a] + self.vocab[b]
 
@@ -99,7 +125,7 @@ class BPETokenizer:
         """Learn `vocab_size - 256` merges from `text`, most frequent pair first."""
         if positive_int(vocab_size=vocab_size) < 256:
             raise ValueError(f"vocab_size must be >= 256 (the byte tokens), got {vocab_size}")
-        ids = list(text.encode("utf-8"))
+        ids = list(_str(text).encode("utf-8"))
         merges = []
         for new_id in range(256, vocab_size):
             counts = pair_counts(ids)
@@ -116,7 +142,7 @@ class BPETokenizer:
 
     def encode(self, text: str) -> List[int]:
         """Bytes, then the learned merges applied in the order they were learned."""
-        ids = list(text.encode("utf-8"))
+        ids = list(_str(text).encode("utf-8"))
         for new_id, pair in enumerate(self.merges, start=256):
             if len(ids) < 2:
                 break
@@ -125,7 +151,7 @@ class BPETokenizer:
 
     def decode(self, ids: Sequence[int]) -> str:
         try:
-            data = b"".join(self.vocab[_as_id(i)] for i in ids)
+            data = b"".join(self.vocab[_as_id(i)] for i in _ids(ids))
         except KeyError as e:
             raise ValueError(f"unknown token id {e.args[0]} (vocab_size is {self.vocab_size})") from None
         return data.decode("utf-8", errors="replace")

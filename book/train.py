@@ -14,17 +14,18 @@ import math
 import os
 import time
 from dataclasses import dataclass
+from numbers import Real
 from typing import List, Optional
 
 import torch
 
 from .data import get_batch
-from .checks import non_negative_int, positive_int
+from .checks import non_negative_int, one_of, positive_int
 from .gpt import GPT, GPTConfig, lm_loss
-from .optim import History, build_optimizer, fit, warmup_cosine, warmup_stable_decay
+from .optim import NONFINITE, Diverged, History, build_optimizer, fit, warmup_cosine, warmup_stable_decay
 from .utils import step_budget
 
-__all__ = ["nats_to_bits", "lm_loss", "evaluate_lm", "fit", "train_lm", "History", "warmup_cosine",
+__all__ = ["nats_to_bits", "lm_loss", "evaluate_lm", "fit", "train_lm", "History", "Diverged", "warmup_cosine",
            "warmup_stable_decay",
            "leaderboard_row", "LEADERBOARD_MIME", "check_bits_per_char", "GPTRecipe", "NANOGPT_CPU",
            "NANOGPT_CPU_FINAL_VAL", "COURSE_CPU", "NANOGPT_GPU", "RecipeRun", "race", "time_to"]
@@ -66,13 +67,14 @@ def train_lm(model, train_data: torch.Tensor, val_data: torch.Tensor, *, steps: 
              context_len: int, lr: float = 1e-3, optimizer=None, schedule="warmup_cosine", warmup: int = 0,
              min_lr_ratio: float = 0.1, eval_every: int = 0, eval_batches: int = 20,
              generator: Optional[torch.Generator] = None, device=None, progress: bool = True,
-             grad_clip: Optional[float] = None, desc: str = "training") -> History:
+             grad_clip: Optional[float] = None, desc: str = "training", on_nonfinite: str = "raise") -> History:
     """Train a language model on random windows of `train_data` with `fit`; return its History.
 
     The optimizer is `optimizer`, or AdamW at `lr` that decays the matrices only (weight decay 0.01, betas
     0.9/0.999). `schedule` scales every group's rate (fit: "warmup_cosine", "wsd", "constant" or a callable
     step -> factor). Validation loss is measured every `eval_every` steps (0: only at the end) on
-    `eval_batches` fixed windows; evaluation time is not counted in History.train_seconds.
+    `eval_batches` fixed windows; evaluation time is not counted in History.train_seconds. A NaN or inf loss
+    raises book.optim.Diverged naming the step (on_nonfinite="stop": return the History marked diverged; fit).
     """
     positive_int(steps=steps)
     non_negative_int(eval_every=eval_every)
@@ -82,7 +84,7 @@ def train_lm(model, train_data: torch.Tensor, val_data: torch.Tensor, *, steps: 
                loss_fn=lambda m, b: lm_loss(_logits(m, b[0]), b[1]), optimizer=optimizer, steps=steps,
                schedule=schedule, warmup=warmup, min_lr_ratio=min_lr_ratio, grad_clip=grad_clip,
                eval_fn=lambda m: evaluate_lm(m, val_data, batch_size, context_len, eval_batches, device=device),
-               eval_every=eval_every or None, progress=progress, desc=desc)
+               eval_every=eval_every or None, progress=progress, desc=desc, on_nonfinite=on_nonfinite)
 
 
 class _Row:
@@ -103,6 +105,11 @@ def leaderboard_row(name: str, chapter: int, val_bpc: float, params: int, train_
     """Display one leaderboard row (make it the last expression of a cell)."""
     if not (isinstance(val_bpc, (int, float)) and math.isfinite(val_bpc) and val_bpc > 0):
         raise ValueError(f"val_bpc must be a positive finite number, got {val_bpc!r}")
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name must be a non-empty string, got {name!r}")
+    for what, v, low in (("chapter", chapter, 1), ("params", params, 0), ("train_s", train_s, 0)):
+        if isinstance(v, bool) or not isinstance(v, Real) or not (math.isfinite(v) and v >= low):
+            raise ValueError(f"{what} must be a finite number >= {low}, got {v!r}")
     return _Row({"name": name, "chapter": int(chapter), "val_bpc": round(float(val_bpc), 4),
                  "params": int(params), "train_s": round(float(train_s), 1)})
 
@@ -157,6 +164,9 @@ class GPTRecipe:
     optimizer: str = "adamw"      # or "muon": Muon for hidden matrices at muon_lr, AdamW (lr) for the rest
     muon_lr: float = 0.02
     schedule: str = "cosine"      # or "wsd": warmup, stable, then linear decay over the last decay_frac
+    # "cosine" is fit's "warmup_cosine" (lr_at). The name stays: dataclasses.asdict of the recipe is recorded in
+    # book/results/speedrun_*.json and live/ch07_gpt.json (and its repr in gpt_time_to_loss.txt), and
+    # tests/test_speedrun.py and tests/test_live_export.py compare those records with today's recipes.
     decay_frac: float = 0.3
     # speed only, not the maths: RecipeRun trains through torch.compile(model), compiled (and warmed up, untimed)
     # before the first step; evaluation and the model it hands back stay eager. Chapter 10's speedrun.
@@ -165,10 +175,12 @@ class GPTRecipe:
     def __post_init__(self):
         def number(name):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v:
-                raise ValueError(f"{name} must be a number, got {v!r}")
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ValueError(f"{name} must be a finite number, got {v!r}")
             return v
 
+        if not isinstance(self.name, str):
+            raise ValueError(f"name must be a string (the recipe's label), got {self.name!r}")
         for name in ("n_layers", "n_heads", "d_model", "context_len", "batch_size", "steps"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
@@ -254,10 +266,14 @@ class RecipeRun:
     train_s counts only the training steps (forward, backward, clip, update), never evaluation. With
     recipe.compile the steps run through torch.compile(model): it is compiled here, by one untimed forward and
     backward pass on a batch of its own generator (no update), and compile_s keeps those wall seconds.
+    on_nonfinite (fit's): "raise" (default) raises book.optim.Diverged at a NaN or inf training loss; "stop" ends
+    the run there (done; history.diverged is that step): a rate sweep's way to record a diverged run.
     """
 
     def __init__(self, recipe: GPTRecipe, vocab_size: int, train_data: torch.Tensor, seed: int = 1337,
-                 device=None):
+                 device=None, on_nonfinite: str = "raise"):
+        one_of(NONFINITE, on_nonfinite=on_nonfinite)
+        self.on_nonfinite = on_nonfinite
         torch.manual_seed(seed)
         self.recipe, self.train_data, self.device = recipe, train_data, device
         self.model = GPT(recipe.config(vocab_size)).to(device)
@@ -294,17 +310,18 @@ class RecipeRun:
 
     @property
     def done(self) -> bool:
-        return self.stopped or self.step >= self.last_step
+        return self.stopped or self.step >= self.last_step or self.history.diverged is not None
 
     def advance(self, n: int) -> None:
         """Train up to n more steps (not past the recipe's end), timing each: fit, from the step reached."""
         positive_int(n=n)
-        if self.step >= self.last_step:
+        if self.step >= self.last_step or self.history.diverged is not None:
             return
         r = self.recipe
         fit(self.model, lambda: get_batch(self.train_data, r.batch_size, r.context_len, self.generator, self.device),
             loss_fn=lambda m, b: self.train_model(*b)[1], optimizer=self.opt, steps=r.steps, schedule=r.lr_factor,
-            grad_clip=r.grad_clip, start=self.step, stop=self.step + n, history=self.history, progress=False)
+            grad_clip=r.grad_clip, start=self.step, stop=self.step + n, history=self.history, progress=False,
+            on_nonfinite=self.on_nonfinite)
 
 
 def race(recipes, vocab_size: int, train_data: torch.Tensor, val_data: torch.Tensor, target: float, *,
@@ -318,6 +335,14 @@ def race(recipes, vocab_size: int, train_data: torch.Tensor, val_data: torch.Ten
     """
     from tqdm.auto import tqdm
 
+    recipes = list(recipes)
+    if isinstance(every, (str, bytes)) or not hasattr(every, "__len__"):
+        raise ValueError(f"every must be a list of positive ints, one per recipe ({len(recipes)}), got {every!r}")
+    every = list(every)
+    if len(every) != len(recipes) or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0
+                                             for n in every):
+        raise ValueError(f"every must hold one positive int per recipe ({len(recipes)} recipes), got {every!r}")
+    positive_int(eval_windows=eval_windows)
     runs = [RecipeRun(r, vocab_size, train_data, seed=seed, device=device) for r in recipes]
     curves = [[] for _ in runs]
     bar = tqdm(total=sum(r.steps for r in recipes), desc="race", disable=not progress, mininterval=1.0)

@@ -27,7 +27,7 @@ import torch.nn as nn
 
 from .attention import Attention
 from .blocks import DecoderBlock, TransformerBlock, to_torch_decoder_layer, to_torch_encoder_layer
-from .checks import divides, one_of, positive_int, probability, token_ids
+from .checks import divides, inputs_checked, returned, one_of, positive_int, probability, token_ids, values_checked
 from .kv_cache import KVCache
 from .layers import LayerNorm
 from .positional import SinusoidalPositionalEncoding
@@ -140,12 +140,13 @@ class Transformer(nn.Module):
             if keep.shape != src.shape or keep.dtype != torch.bool:
                 raise ValueError(f"src_keep must be a bool (B, S) = {tuple(src.shape)} tensor, True = real token, "
                                  f"got {keep.dtype} {tuple(keep.shape)}")
-            if not keep.any(1).all():
+            if not values_checked() and not keep.any(1).all():
                 raise ValueError("every source sentence needs at least one non-padding token")
             keep = keep[:, None, None, :]   # (B, S) -> (B, 1, 1, S): the same keys for every query
         x = self._embed(self.src_emb, src)
-        for layer in self.encoder:
-            x = layer(x, mask=keep)
+        with inputs_checked():              # checked once above: the layers do not check the mask again
+            for layer in self.encoder:
+                x = layer(x, mask=keep)
         return self.ln_enc(x)
 
     def new_cache(self, batch_size: int, context_len: Optional[int] = None) -> KVCache:
@@ -171,15 +172,18 @@ class Transformer(nn.Module):
         if memory_keep is not None and (memory_keep.dtype != torch.bool or memory_keep.shape != memory.shape[:2]):
             raise ValueError(f"memory_keep must be a bool (B, S) = {tuple(memory.shape[:2])} tensor, True = real "
                              f"token, got {memory_keep.dtype} {tuple(memory_keep.shape)}")
+        if memory_keep is not None and not values_checked() and not memory_keep.any(1).all():
+            raise ValueError("memory_keep must keep at least one source token in every row (True = real token)")
         if cache is not None and (cache.k.shape[0], cache.k.shape[1]) != (c.n_layers, B):
             raise ValueError(f"this cache holds (n_layers, batch) = {tuple(cache.k.shape[:2])}, need "
                              f"{(c.n_layers, B)}: make it with model.new_cache({B})")
         x, weights = self._embed(self.tgt_emb, tgt_in, offset=start), []
-        for i, layer in enumerate(self.decoder):
-            x = layer(x, memory, memory_keep, cache=cache, layer=i, need_weights=need_weights)
-            if need_weights:
-                x, w = x
-                weights.append(w)
+        with inputs_checked():              # memory_keep checked once above, not again in every layer
+            for i, layer in enumerate(self.decoder):
+                x = layer(x, memory, memory_keep, cache=cache, layer=i, need_weights=need_weights)
+                if need_weights:
+                    x, w = x
+                    weights.append(w)
         if cache is not None:
             cache.advance(tgt_in.shape[1])
         logits = self.lm_head(self.ln_dec(x))   # (B, T, C) -> (B, T, V)
@@ -193,7 +197,10 @@ class Transformer(nn.Module):
         if tgt_in.shape[0] != src.shape[0]:
             raise ValueError(f"src and tgt_in need the same batch size, got {src.shape[0]} and {tgt_in.shape[0]}")
         keep = self.src_keep_mask(src)
-        return self.decode(tgt_in, self.encode(src, keep), keep)
+        if keep is not None and not values_checked() and not keep.any(1).all():
+            raise ValueError("every source sentence needs at least one non-padding token")
+        with inputs_checked():              # src, tgt_in and the mask are checked: once per call, here
+            return self.decode(tgt_in, self.encode(src, keep), keep)
 
 
 def to_torch_transformer(model: Transformer) -> nn.Transformer:
@@ -245,7 +252,7 @@ def check_cross_attention(fn, seed: int = 0) -> bool:
     keep[1, 4:] = False
     with torch.no_grad():
         want = attn(y, memory, causal=False, mask=keep[:, None, None, :], need_weights=True)[1]
-        got = fn(y, memory, attn, keep)
+        got = returned(fn(y, memory, attn, keep))
     if tuple(got.shape) != (2, 3, 5, 7):
         raise AssertionError(f"weights should have shape (B, H, T, S) = (2, 3, 5, 7), got {tuple(got.shape)}")
     if not torch.allclose(got, want, atol=1e-5):

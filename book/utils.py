@@ -19,11 +19,11 @@ from typing import Iterator, Optional
 import numpy as np
 import torch
 
-from .checks import positive_int
+from .checks import positive_int, positive_number
 
 __all__ = ["get_device", "seed_everything", "count_params", "timed", "glue", "gpu_scale",
            "step_budget", "smoke_run", "claim", "set_threads", "train_step", "adamw",
-           "output_dependence"]
+           "output_dependence", "Diverged"]
 
 _DEVICES = ("cuda", "mps", "cpu")
 
@@ -52,8 +52,8 @@ def get_device(prefer: Optional[str] = None) -> torch.device:
 
 def seed_everything(seed: int = 0) -> torch.Generator:
     """Seed Python, NumPy and PyTorch (all devices); return a CPU generator seeded the same way."""
-    if not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2 ** 32:
+        raise ValueError(f"seed must be a non-negative int below 2**32 (NumPy's range), got {seed!r}")
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
@@ -277,9 +277,10 @@ def claim(holds, message: str) -> None:
     """
     if not isinstance(message, str) or not message:
         raise ValueError("claim needs a message that states the claim and the measured values")
-    if isinstance(holds, torch.Tensor):
-        if holds.numel() != 1:
-            raise ValueError(f"claim expects one truth value, got a tensor of shape {tuple(holds.shape)}")
+    if isinstance(holds, torch.Tensor) or isinstance(holds, np.ndarray):
+        if (holds.numel() if isinstance(holds, torch.Tensor) else holds.size) != 1:
+            raise ValueError(f"claim expects one truth value, got an array of shape {tuple(holds.shape)}: "
+                             "use .all() or .any()")
         holds = bool(holds.item())
     if bool(holds) or smoke_run() or os.environ.get("BOOK_SPREAD_RUN"):
         return None   # returns nothing, so a claim on a cell's last line displays nothing
@@ -299,11 +300,35 @@ def set_threads(n: int) -> int:
     return n
 
 
+def _betas(betas) -> None:
+    """Adam's betas: None (the default) or two numbers in [0, 1)."""
+    if betas is None:
+        return
+    ok = isinstance(betas, (tuple, list)) and len(betas) == 2 and all(
+        isinstance(b, (int, float)) and not isinstance(b, bool) and 0 <= b < 1 for b in betas)
+    if not ok:
+        raise ValueError(f"betas must be two numbers in [0, 1) (beta1, beta2), got {betas!r}")
+
+
+class Diverged(FloatingPointError):
+    """Training reached a non-finite loss (NaN or inf): the run diverged, usually a learning rate too high.
+
+    `step` is the step whose loss was not finite (0-based, counted from the run's start), `loss` that value, and
+    `history` the run's History up to and including that step (book.optim.fit sets it), so a caller that sweeps
+    rates can catch this and record the run as diverged; or pass fit(..., on_nonfinite="stop") to get the History
+    back with History.diverged set."""
+
+    def __init__(self, message: str, step: Optional[int] = None, loss: float = float("nan"), history=None):
+        super().__init__(message)
+        self.step, self.loss, self.history = step, loss, history
+
+
 def train_step(optimizer: torch.optim.Optimizer, loss: torch.Tensor, parameters=None,
-               grad_clip: Optional[float] = None) -> float:
+               grad_clip: Optional[float] = None, check_finite: bool = True) -> float:
     """One update, the same in every trainer of the book: clear the gradients, backpropagate `loss`,
     clip the gradients' total norm to `grad_clip` (if given), step. Returns the loss as a float
-    (which waits for the device, so a timer around the step measures real work)."""
+    (which waits for the device, so a timer around the step measures real work): the step's one host sync.
+    A non-finite loss raises Diverged (after the update) unless check_finite=False."""
     if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
         raise ValueError(f"loss must be a scalar tensor, got {loss!r:.80}")
     if grad_clip is not None:
@@ -316,7 +341,10 @@ def train_step(optimizer: torch.optim.Optimizer, loss: torch.Tensor, parameters=
     if grad_clip is not None:
         torch.nn.utils.clip_grad_norm_(parameters, grad_clip)
     optimizer.step()
-    return loss.item()
+    value = loss.item()
+    if check_finite and not math.isfinite(value):
+        raise Diverged(f"the loss is {value}: training diverged (a learning rate too high?)", loss=value)
+    return value
 
 
 def adamw(params, lr: float, weight_decay: float = 0.1, betas=(0.9, 0.99)) -> torch.optim.AdamW:
@@ -324,6 +352,9 @@ def adamw(params, lr: float, weight_decay: float = 0.1, betas=(0.9, 0.99)) -> to
     biases and every other 1-D parameter do not. `params`: a module or an iterable of parameters (tied
     weights count once). Chapter 7. book.optim.build_optimizer builds every optimizer of the book through it."""
     params = params.parameters() if isinstance(params, torch.nn.Module) else params
+    positive_number(lr=lr)
+    positive_number(weight_decay=weight_decay, allow_zero=True)
+    _betas(betas)
     seen, kept = set(), []
     for p in params:
         if p.requires_grad and id(p) not in seen:
@@ -340,6 +371,8 @@ def output_dependence(run, T: int, vocab_size: int, seed: int = 0) -> torch.Tens
     input token j of ids (1, T) is replaced by another? `run` maps (1, T) token ids to (1, T_out, ...) outputs.
     A causal decoder gives the lower triangle, an encoder the full square, whatever its weights. Chapter 9."""
     positive_int(T=T, vocab_size=vocab_size)
+    if vocab_size < 2:
+        raise ValueError(f"vocab_size must be >= 2 (each token is replaced by another one), got {vocab_size}")
     ids = torch.randint(0, vocab_size, (1, T), generator=torch.Generator().manual_seed(seed))
     base = run(ids)
     out = []

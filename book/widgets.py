@@ -44,6 +44,14 @@ def _check(values: Sequence, default, name: str) -> int:
     return values.index(default)
 
 
+def _figure(fig, value):
+    """draw(value) must return a matplotlib Figure (e.g. the fig of plots.new_figure): say so when it does not."""
+    if not hasattr(fig, "savefig"):
+        hint = " (did draw forget `return fig`?)" if fig is None else ""
+        raise TypeError(f"draw({value!r}) must return a matplotlib Figure, got {type(fig).__name__}{hint}")
+    return fig
+
+
 def _render(figs):
     """PNG bytes and screen widths of the figures (the PNGs are drawn at plots.PIXEL_RATIO x that width)."""
     return [to_png(f) for f in figs], [display_width(f) for f in figs]
@@ -96,9 +104,9 @@ def slider(values: Sequence, draw: Callable, *, description: str = "", default=N
 
     Example: slider([1, 2, 3], lambda n: plot_for(n), description="n-gram order", default=2)
     """
+    values = list(values)             # once: a generator would be used up by the check
     index = _check(values, default, "slider")
-    values = list(values)
-    pngs, widths = _render([draw(v) for v in values])
+    pngs, widths = _render([_figure(draw(v), v) for v in values])
     control = _control(values, index, description)
     box = SliderBox([_row(control, values, index), _view(_frames(pngs, width or widths), control, index)])
     box._book_label = f"{description or 'value'}: {len(values)} frames"
@@ -109,14 +117,14 @@ def slider2(values_a: Sequence, values_b: Sequence, draw: Callable, *,
             descriptions: Tuple[str, str] = ("", ""), defaults: Tuple = (None, None),
             width: Optional[int] = None) -> widgets.VBox:
     """Two sliders; `draw(a, b)` returns the Figure for the pair (a, b). A Stack of Stacks."""
+    values_a, values_b = list(values_a), list(values_b)
     ia = _check(values_a, defaults[0], "first slider")
     ib = _check(values_b, defaults[1], "second slider")
-    values_a, values_b = list(values_a), list(values_b)
     if len(values_a) * len(values_b) > 4 * MAX_FRAMES:
         raise ValueError(f"{len(values_a)} x {len(values_b)} frames is too many; keep it to {4 * MAX_FRAMES}")
     ctrl_a = _control(values_a, ia, descriptions[0])
     ctrl_b = _control(values_b, ib, descriptions[1])
-    rendered = [_render([draw(a, b) for b in values_b]) for a in values_a]
+    rendered = [_render([_figure(draw(a, b), (a, b)) for b in values_b]) for a in values_a]
     grid = [pngs for pngs, _ in rendered]
     widths = [w for _, w in rendered]
     if has_stack():

@@ -153,7 +153,7 @@ CASES = [
     ("gpt-forward-float-ids", lambda: _gpt()(torch.zeros(B, 3)),
      TypeError, "idx must be an integer tensor of token ids (torch.long), got torch.float32"),
     ("gpt-forward-out-of-vocab", lambda: _gpt()(torch.full((B, 3), V)),
-     ValueError, "token ids must lie in [0, vocab_size=11), got ids from 11 to 11"),
+     ValueError, "idx must lie in [0, 11), got values from 11 to 11"),
     # ---- generate ------------------------------------------------------------------------------
     ("generate-negative-temperature", lambda: generate(_gpt(), torch.zeros(1, 2, dtype=torch.long), 3, temperature=-1),
      ValueError, "temperature must be a number >= 0, got -1"),

@@ -222,6 +222,81 @@ def test_build_optimizer_decays_matrices_only():
         build_optimizer(model, lr=0)
 
 
+def _chapter_models():
+    """One of each model the chapters train with plain Adam (chapters 1, 4, 5, 6), seeded the same."""
+    from book.attention import OneLayerAttention
+    from book.blocks import TransformerBlock
+    from book.ngram import BigramLM
+    from book.positional import POSITION_SCHEMES, CopyBackModel
+
+    def seq(x):
+        return torch.nn.functional.embedding(x, torch.linspace(-1, 1, 8 * V).view(V, 8))
+
+    yield "bigram", lambda: BigramLM(V), lambda m, x: m.logits.weight[x]
+    yield "one-layer attention", lambda: OneLayerAttention(V, 16), lambda m, x: m(x)
+    for scheme in POSITION_SCHEMES:
+        yield f"copy-back {scheme}", lambda s=scheme: CopyBackModel(V, s, d_model=16, n_heads=2), lambda m, x: m(x)
+    yield "mlp", lambda: nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, V)), lambda m, x: m(seq(x))
+    yield "blocks", lambda: nn.Sequential(*(TransformerBlock(8, 2, causal=True, residual=True, use_norm=False)
+                                           for _ in range(2)), nn.Linear(8, V)), lambda m, x: m(seq(x))
+
+
+@pytest.mark.parametrize("with_fit", [False, True], ids=["hand loop", "fit"])
+def test_build_optimizer_adam_is_the_chapters_torch_adam_bit_for_bit(with_fit):
+    # chapters 1, 4, 5 and 6 once built torch.optim.Adam(model.parameters(), lr=lr) themselves; their cells now
+    # call build_optimizer(model, "adam", lr=lr), which must train every parameter to the same bits
+    from book.optim import build_optimizer
+    from book.train import fit
+
+    def train(make, forward, build, steps=6):
+        torch.manual_seed(0)
+        model = make()
+        opt = build(model)
+        g = torch.Generator().manual_seed(1)
+
+        def loss_fn(m, x):
+            return forward(m, x).logsumexp(-1).mean() - forward(m, x).select(-1, 0).mean()
+
+        batch = lambda: torch.randint(0, V, (3, 5), generator=g)   # noqa: E731
+        if with_fit:
+            fit(model, batch, loss_fn=loss_fn, optimizer=opt, steps=steps, schedule="constant", progress=False)
+        else:
+            for _ in range(steps):
+                loss = loss_fn(model, batch())
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        return model, opt
+
+    for name, make, forward in _chapter_models():
+        old, old_opt = train(make, forward, lambda m: torch.optim.Adam(m.parameters(), lr=3e-3))
+        new, new_opt = train(make, forward, lambda m: build_optimizer(m, "adam", lr=3e-3))
+        assert type(new_opt) is type(old_opt)
+        assert new_opt.defaults == old_opt.defaults, name     # lr, betas, eps, weight_decay, foreach, fused, ...
+        assert [p.shape for g in new_opt.param_groups for p in g["params"]] == \
+            [p.shape for g in old_opt.param_groups for p in g["params"]], name
+        moved = False
+        for (pname, a), b in zip(old.named_parameters(), new.parameters()):
+            assert torch.equal(a, b), (name, pname)
+            moved |= bool(old_opt.state[a])
+        assert moved, name
+
+
+def test_no_chapter_cell_builds_a_torch_optimizer_itself():
+    # build_optimizer is the one place the book builds one (book/optim.py); Muon is built there, and ch10's
+    # lesson cell that checks its own muon_step against book.optim.Muon constructs no torch.optim class
+    import re
+
+    import nbformat
+    from nbtools import chapter_paths
+
+    direct = re.compile(r"torch\.optim\.(?!Optimizer\b)[A-Z]\w*\(")
+    found = [(path.name, i) for path in chapter_paths()
+             for i, cell in enumerate(nbformat.read(path, as_version=4).cells)
+             if cell.cell_type == "code" and direct.search(cell.source)]
+    assert found == [], f"these cells build a torch.optim optimizer directly; use book.optim.build_optimizer: {found}"
+
+
 def test_muon_and_adamw_groups_follow_the_schedule_relative_to_their_own_peaks():
     from book.optim import build_optimizer
     from book.train import fit, warmup_cosine

@@ -293,3 +293,28 @@ def test_check_rotate_half_accepts_the_neox_layout_and_rejects_the_interleaved_o
         check_rotate_half(lambda x, offset: RotaryEmbedding(x.shape[-1])(x, offset))   # interleaved: wrong pairs
     with pytest.raises(AssertionError, match="should return a tensor"):
         check_rotate_half(lambda x, offset: None)
+
+
+@pytest.mark.parametrize("scheme", ["none", "sinusoidal", "learned", "rope"])
+def test_copy_back_model_is_attention_with_written_out_weights_bit_for_bit(scheme):
+    # what CopyBackModel's comment claims for a later switch to book.attention.Attention: built at the same point
+    # of the random stream, Attention's projections are the model's, and its need_weights=True path (not the fused
+    # kernel) gives the model's logits and weights exactly. ALiBi would need an additive score bias on Attention.
+    from book.attention import Attention
+
+    torch.manual_seed(0)
+    model = CopyBackModel(9, scheme, d_model=16, n_heads=2, context_len=24)
+    torch.manual_seed(0)
+    torch.nn.Embedding(9, 16)                     # the model's embedding, then its position table
+    if scheme == "learned":
+        LearnedPositionalEmbedding(16, 24, init_std=0.7)
+    attn = Attention(16, 2, rope=model.rope if model.rope is not None else False)
+    for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
+        assert torch.equal(getattr(attn, name).weight, getattr(model, name).weight), name
+    x = torch.randint(0, 9, (3, 20), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        h = model.embed(x)
+        h = model.absolute(h) if model.absolute is not None else h
+        out, weights = attn(h, causal=True, need_weights=True)
+        assert torch.equal(model.readout((h + out)[:, -1]), model(x))
+        assert torch.equal(weights, model.weights(x))
