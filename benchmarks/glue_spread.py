@@ -5,8 +5,10 @@ about as much as it moves between seeds. So the tolerance the test suite allows 
 `spread=`) comes from its spread across seeds, measured here: every chapter notebook runs from a fresh kernel,
 once per seed shift, with every seed the chapter sets (`seed_everything`, `torch.manual_seed`,
 `torch.Generator().manual_seed`, `random.seed`, `np.random.seed`, in the chapter's cells and in `book`) moved by
-the shift. Claims are not enforced in these runs (a claim may fail on another seed: that is what the spread is for)
-and a cell that raises does not stop the run; the table says how many cells raised.
+the shift, each run on one torch thread (BOOK_THREADS=1, whatever the chapter sets: another thread count is
+one more way a machine rounds differently). Claims are not enforced in these runs (a claim may fail on another
+seed: that is what the spread is for) and a cell that raises does not stop the run; the table says how many cells
+raised.
 
     python benchmarks/glue_spread.py                     # every chapter, shifts 1000 2000 3000, two at a time
     python benchmarks/glue_spread.py --chapters 02_rnn_limits    # one chapter again, the others' rows kept
@@ -57,6 +59,7 @@ def run_notebook(path: Path, shift: int, timeout: int = 900) -> tuple:
     env = {k: v for k, v in os.environ.items() if k not in ("BOOK_LIVE_DIR", "BOOK_MAX_STEPS", "BOOK_SCALE")}
     env["BOOK_SPREAD_RUN"] = "1"     # book.claim reports instead of raising; no live export is written
     env["BOOK_DEVICE"] = "cpu"
+    env["BOOK_THREADS"] = "1"          # one thread each: two runs at a time on two cores, never oversubscribed
     with tempfile.TemporaryDirectory() as live:
         env["BOOK_LIVE_DIR"] = live
         old = dict(os.environ)
