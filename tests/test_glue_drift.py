@@ -113,3 +113,13 @@ def test_counts_and_declared_timings_pass(source):
     from nbtools import timing_checks
 
     assert timing_checks(source) == []
+
+
+def test_a_tolerance_from_a_spread_is_the_committed_runs_never_one_widened_by_the_fresh_value():
+    """The fresh run counts itself as a seed when it glues: an outlier would widen its own tolerance."""
+    spread = {"source": "book/results/glue_spread.csv", "seeds": 4, "margin": 2.0}
+    committed = [out("ch2_x", "'90%'", {"tol": 10.0, "spread": {**spread, "width": 5.0}})]
+    outlier = [out("ch2_x", "'40%'", {"tol": 100.0, "spread": {**spread, "width": 50.0}})]
+    near = [out("ch2_x", "'82%'", {"tol": 24.0, "spread": {**spread, "width": 12.0}})]
+    assert "outside" in glue_drift_report("02", committed, outlier)[0]
+    assert glue_drift_report("02", committed, near) == []
