@@ -151,6 +151,24 @@ def recorded_seed_values(name: str, table: str = "glue_spread", results_dir: Opt
         return [r["value"] for r in csv.DictReader(f) if r.get("name") == name]
 
 
+def other_seeds(name: str, table: str = "glue_spread") -> str:
+    """What the glue `name` showed in the recorded runs with other seeds, for the prose: "14%, 9% and 11%".
+
+    One live seed is one draw; where a sentence rests on it, it quotes these beside it."""
+    import ast
+
+    shown = []
+    for text in recorded_seed_values(name, table):
+        try:
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            value = text
+        shown.append(str(value))
+    if not shown:
+        raise ValueError(f"no recorded runs with other seeds for {name!r}: run python benchmarks/{table}.py")
+    return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
+
+
 def seed_spread(name: str, text: str, spread, margin: float, results_dir: Optional[Path] = None) -> dict:
     """How far `text` (a glued value) moves between seeds: {'source', 'seeds', 'width', 'margin'}.
 
