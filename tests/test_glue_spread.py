@@ -97,3 +97,14 @@ def test_the_spread_harness_runs_with_shifted_seeds():
 
     stdout, fields = quick_benchmark("glue_spread.py")
     assert fields == {"chapters": "1", "runs": "2", "glues": "2", "errored_cells": "0", "failed_runs": "0"}, stdout
+
+
+def test_other_seeds_quotes_what_the_recorded_runs_glued(tmp_path, monkeypatch):
+    import book.utils as utils
+
+    (tmp_path / "glue_spread.csv").write_text("chapter,seed_shift,name,value,errored_cells\n"
+                                              "c,1000,a,'14%',0\nc,2000,a,'9%',0\nc,3000,a,'11%',0\nc,1000,b,3,0\n")
+    monkeypatch.setattr(utils, "RESULTS_DIR", tmp_path)
+    assert utils.other_seeds("a") == "14%, 9% and 11%" and utils.other_seeds("b") == "3"
+    with pytest.raises(ValueError, match="no recorded runs with other seeds for 'zz'"):
+        utils.other_seeds("zz")
