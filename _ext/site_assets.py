@@ -105,7 +105,7 @@ def csp_policy(cdn: list, hashes: list, handlers: list = (), widgets: bool = Fal
         f"style-src 'self' 'unsafe-inline' {remote}".strip(),
         "img-src 'self' data: blob:",
         f"font-src 'self' data: {remote}".strip(),
-        "connect-src 'self'",
+        "connect-src 'self' data: blob:",   # reading a widget's own image frames back (data: and blob: URLs)
         "object-src 'none'",
         "base-uri 'self'",
         "form-action 'self'",

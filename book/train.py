@@ -107,7 +107,7 @@ def leaderboard_row(name: str, chapter: int, val_bpc: float, params: int, train_
         raise ValueError(f"val_bpc must be a positive finite number, got {val_bpc!r}")
     if not isinstance(name, str) or not name:
         raise ValueError(f"name must be a non-empty string, got {name!r}")
-    for what, v, low in (("chapter", chapter, 1), ("params", params, 0), ("train_s", train_s, 0)):
+    for what, v, low in (("chapter", chapter, 0), ("params", params, 0), ("train_s", train_s, 0)):   # 0: the intro
         if isinstance(v, bool) or not isinstance(v, Real) or not (math.isfinite(v) and v >= low):
             raise ValueError(f"{what} must be a finite number >= {low}, got {v!r}")
     return _Row({"name": name, "chapter": int(chapter), "val_bpc": round(float(val_bpc), 4),

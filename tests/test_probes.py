@@ -287,7 +287,7 @@ def _nonsense():
          "params must be a finite number >= 0, got -5"),
         ("leaderboard_row(train_s=-1)", lambda: leaderboard_row("x", 1, 2.0, 5, -1.0), ValueError, "train_s must be"),
         ("leaderboard_row(chapter='seven')", lambda: leaderboard_row("x", "seven", 2.0, 5, 1.0), ValueError,
-         "chapter must be a finite number >= 1, got 'seven'"),
+         "chapter must be a finite number >= 0, got 'seven'"),
         ("output_dependence(vocab_size=1)", lambda: output_dependence(lambda ids: ids[..., None].float(), 3, 1),
          ValueError, "vocab_size must be >= 2"),
         ("sequence_accuracy(empty batch)", lambda: sequence_accuracy(torch.zeros(0, 3, dtype=torch.long),
