@@ -7,10 +7,12 @@ Organised by concept, in layers that import only downwards (tests/test_layering.
 - maths and counts: optim (the one training loop, fit, and the optimizer builder), timing, positional, kv_cache,
   decoding (the one decoding loop, decode_loop), ngram, widgets, diagrams;
 - attention and modules: attention (the functions and the one Attention module), layers (FFN, norms), rnn;
-- blocks and exercises: blocks, exercises;
+- blocks: blocks;
 - models: gpt, bert, seq2seq, transformer;
 - generation and training: generate, train, distributed;
-- pre-training and fine-tuning: pretrain, pretrained.
+- pre-training: pretrain;
+- the trained model live: export, live;
+- each chapter's own code, above all of the core: chapters.ch01 ... chapters.ch10 (the core never imports them).
 """
 from .checks import check_shape
 from .utils import (claim, count_params, get_device, glue, gpu_scale, seed_everything, set_threads,

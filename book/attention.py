@@ -18,15 +18,13 @@ True = keep (query i may look at key j), False = blocked (its weight is exactly 
 from __future__ import annotations
 
 import math
-import os
-from contextlib import contextmanager
-from typing import Callable, Iterator, Optional, Union
+from typing import Optional, Union
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .checks import divides, optional_positive_int, positive_int, probability, returned, token_ids, values_checked
+from .checks import divides, optional_positive_int, positive_int, probability, token_ids, values_checked
 from .positional import RotaryEmbedding
 
 __all__ = [
@@ -35,8 +33,6 @@ __all__ = [
     "sliding_window_mask",
     "scaled_dot_product_attention",
     "attention",
-    "check_attention",
-    "peak_cpu_memory",
     "Attention",
     "to_torch_mha",
     "OneLayerAttention",
@@ -400,58 +396,3 @@ def to_torch_mha(attn: nn.Module, bias: Optional[bool] = None) -> nn.MultiheadAt
             ref.in_proj_bias.copy_(torch.cat([p.bias for p in projs]) if mine else 0)
             ref.out_proj.bias.copy_(attn.out_proj.bias if mine else 0)
     return ref.train(attn.training)
-
-
-def check_attention(fn: Callable, seed: int = 0) -> bool:
-    """Self-check for the chapter 4 exercise: does `fn(q, k, v, mask)` compute masked attention output?
-
-    Tries shapes with all dims distinct (B=2, H=3, Tq=5, Tk=7, D=8, Dv=4), with and without a mask;
-    `fn` may return out or (out, weights). Raises AssertionError with a hint on the first mismatch.
-    """
-    g = torch.Generator().manual_seed(seed)
-    q, k, v = (torch.randn(2, 3, 5, 8, generator=g), torch.randn(2, 3, 7, 8, generator=g),
-               torch.randn(2, 3, 7, 4, generator=g))
-    mask = torch.rand(5, 7, generator=g) > 0.4
-    mask[:, 0] = True  # every query keeps at least one key
-    for m in (None, mask):
-        got = returned(fn(q, k, v, m))
-        got = got[0] if isinstance(got, tuple) else got
-        want = F.scaled_dot_product_attention(q, k, v, attn_mask=m)
-        if tuple(got.shape) != tuple(want.shape):
-            raise AssertionError(f"output should have shape {tuple(want.shape)}, got {tuple(got.shape)}")
-        if not torch.allclose(got, want, atol=1e-5, rtol=1e-4):
-            hint = "with the mask" if m is not None else "without a mask (check the 1/sqrt(D) scale)"
-            raise AssertionError(f"values differ from F.scaled_dot_product_attention {hint}")
-    return True
-
-
-@contextmanager
-def _silence_fd2() -> Iterator[None]:
-    """Send file descriptor 2 to /dev/null: the profiler's C++ layer logs there on every start/stop."""
-    saved = os.dup(2)
-    with open(os.devnull, "w") as null:
-        os.dup2(null.fileno(), 2)
-    try:
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-
-
-def peak_cpu_memory(fn: Callable[[], object]) -> int:
-    """Peak bytes of CPU memory that `fn()` allocates beyond what existed before, measured. Chapter 4.
-
-    Replays torch.profiler's allocation and free events in time order (allocations at an op's start,
-    frees at its end), so kernel-internal buffers count too. CPU tensors only.
-    """
-    from torch.profiler import ProfilerActivity, profile
-
-    with _silence_fd2(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        fn()
-    steps = sorted((e.time_range.start if e.self_cpu_memory_usage > 0 else e.time_range.end,
-                    e.self_cpu_memory_usage) for e in prof.events() if e.self_cpu_memory_usage)
-    live = peak = 0
-    for _, delta in steps:
-        live += delta
-        peak = max(peak, live)
-    return peak

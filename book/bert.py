@@ -11,7 +11,7 @@ both sides. Its attention is the GPT's (book.gpt) and the encoder-decoder's (boo
 book.attention.Attention, here with causal=False; its FFN and LayerNorm are book.layers', as theirs.
 
 The defaults are the book's own encoder (pre-norm, no biases). Four fields make it the published BERT, so that a
-real checkpoint fits the same class (book.pretrained loads one): norm="post" (LN(x + f(x)) in every block, no final
+real checkpoint fits the same class (book.chapters.ch09 loads one): norm="post" (LN(x + f(x)) in every block, no final
 LayerNorm), bias=True, embedding_norm=True (a LayerNorm over token + position + token-type embeddings),
 n_token_types=2 (sentence A / B), eps=1e-12.
 """

@@ -23,7 +23,7 @@ from .kv_cache import KVCache
 from .layers import FeedForward, LayerNorm
 from .positional import LearnedPositionalEmbedding
 
-__all__ = ["TransformerBlock", "DecoderBlock", "BlockLM", "to_torch_encoder_layer", "to_torch_decoder_layer"]
+__all__ = ["TransformerBlock", "DecoderBlock", "BlockLM", "to_torch_encoder_layer"]
 
 _NORMS = ("pre", "post")
 
@@ -187,21 +187,3 @@ def to_torch_encoder_layer(block: TransformerBlock) -> nn.TransformerEncoderLaye
                                         device=w.device, dtype=w.dtype)
     theirs.self_attn.load_state_dict(to_torch_mha(block.attn, bias=True).state_dict())
     return _copy_position_wise(block, theirs, [(block.ln1, theirs.norm1), (block.ln2, theirs.norm2)])
-
-
-def to_torch_decoder_layer(block: DecoderBlock) -> nn.TransformerDecoderLayer:
-    """PyTorch's nn.TransformerDecoderLayer holding `block`'s weights (zero where the block has no bias). Chapter 8.
-
-    Call it with tgt_mask=~causal_mask(T), tgt_is_causal=True and memory_key_padding_mask=~memory_keep.
-    """
-    if block.self_attn.rotary is not None or block.ffn.activation not in ("relu", "gelu"):
-        raise ValueError("nn.TransformerDecoderLayer has a ReLU or GELU FFN and no RoPE: this block cannot be "
-                         "copied into it")
-    C, w = block.cross_attn.d_model, block.ffn.up.weight
-    theirs = nn.TransformerDecoderLayer(C, block.cross_attn.n_heads, block.ffn.d_ff, dropout=block.resid_drop.p,
-                                        activation=block.ffn.activation, batch_first=True,
-                                        norm_first=block.norm == "pre", bias=True, device=w.device, dtype=w.dtype)
-    theirs.self_attn.load_state_dict(to_torch_mha(block.self_attn, bias=True).state_dict())
-    theirs.multihead_attn.load_state_dict(to_torch_mha(block.cross_attn, bias=True).state_dict())
-    norms = [(block.ln1, theirs.norm1), (block.ln2, theirs.norm2), (block.ln3, theirs.norm3)]
-    return _copy_position_wise(block, theirs, norms)

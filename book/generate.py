@@ -24,12 +24,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .checks import inputs_checked, optional_positive_int, returned, positive_int, positive_number, token_ids
+from .checks import inputs_checked, optional_positive_int, positive_int, positive_number, token_ids
 from .decoding import decode_loop
 from .utils import step_budget
 
 __all__ = ["greedy", "apply_temperature", "top_k_filter", "top_p_filter", "next_token_probs",
-           "sample_next", "context_len_of", "generate", "greedy_translate", "check_top_p"]
+           "sample_next", "context_len_of", "generate", "greedy_translate"]
 
 
 # Below this temperature, logits / temperature overflows to inf for ordinary logits (|logit| ~ 1e8 at 1e-30 reaches
@@ -182,25 +182,6 @@ def generate(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, *, temper
         return decode_loop(step, idx, max_new_tokens,
                            lambda logits: sample_next(logits, temperature, top_k, top_p, generator),
                            context_len=ctx, incremental=use_cache, model=model, name="max_new_tokens")
-
-
-def check_top_p(fn) -> bool:
-    """Self-check for the chapter 7 exercise: does `fn(logits, p)` keep the smallest set reaching mass p?"""
-    probs = torch.tensor([[0.05, 0.5, 0.2, 0.25], [0.6, 0.2, 0.15, 0.05]])
-    cases = [(0.45, [[False, True, False, False], [True, False, False, False]]),
-             (0.7, [[False, True, False, True], [True, True, False, False]]),
-             (0.9, [[False, True, True, True], [True, True, True, False]]),
-             (1.0, [[True, True, True, True], [True, True, True, True]])]
-    for p, keep in cases:
-        got = returned(fn(probs.log(), p))
-        if tuple(got.shape) != tuple(probs.shape):
-            raise AssertionError(f"output should have the logits' shape {tuple(probs.shape)}, got {tuple(got.shape)}")
-        kept = torch.isfinite(got)
-        if kept.tolist() != keep:
-            raise AssertionError(f"p={p}, probs {probs.tolist()}: should keep {keep}, kept {kept.tolist()}. "
-                                 "Hint: keep a token while the mass ranked above it is still < p.")
-    print("Correct: your top-p filter keeps the smallest nucleus in every case.")
-    return True
 
 
 @torch.no_grad()

@@ -1,4 +1,4 @@
-"""Count-based language models: the bigram table, its neural twin, and n-gram statistics. Chapter 1.
+"""Count-based language models: the bigram table, n-gram counts and Kneser-Ney. Chapter 1 (its bigram module: ch01).
 
 Shape legend: B batch, T time, V vocab.
 """
@@ -10,15 +10,13 @@ from collections import Counter
 from typing import Dict, Optional, Sequence
 
 import torch
-import torch.nn as nn
 
 from .checks import (check_shape, non_negative_int, positive_int, positive_number, probability, tensor_dims,
                      token_ids)
 
-__all__ = ["bigram_counts", "bigram_log_probs", "BigramLM", "ngram_stats", "nll_bits", "sample_bigram",
-           "ngram_counts", "ngram_log_prob", "ngram_bits", "check_ngram_log_prob", "KneserNey", "kneser_ney",
-           "kneser_ney_bits", "strongest_count_model", "longest_seen_context", "jelinek_mercer_prob",
-           "check_jelinek_mercer"]
+__all__ = ["bigram_counts", "bigram_log_probs", "nll_bits", "sample_bigram",
+           "ngram_counts", "ngram_log_prob", "ngram_bits", "KneserNey", "kneser_ney",
+           "kneser_ney_bits", "strongest_count_model"]
 
 
 def _transitions(ids, vocab_size: int) -> None:
@@ -51,23 +49,6 @@ def bigram_log_probs(counts: torch.Tensor, smoothing: float = 1.0) -> torch.Tens
     return (p / p.sum(dim=1, keepdim=True)).log().float()
 
 
-class BigramLM(nn.Module):
-    """The neural bigram: one embedding row of V logits per current token. forward (B, T) -> (B, T, V).
-
-    Trained with cross-entropy, its softmax rows approach the bigram count table's rows.
-    """
-
-    def __init__(self, vocab_size: int):
-        super().__init__()
-        positive_int(vocab_size=vocab_size)
-        self.logits = nn.Embedding(vocab_size, vocab_size)
-        nn.init.zeros_(self.logits.weight)   # start from the uniform distribution
-
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        token_ids(idx, self.logits.num_embeddings, "idx")
-        return self.logits(idx)  # (B, T) -> (B, T, V)
-
-
 def sample_bigram(log_probs: torch.Tensor, start: int, n: int,
                   generator: Optional[torch.Generator] = None) -> list:
     """Draw `n` tokens after `start` from a (V, V) table of log-probabilities."""
@@ -91,27 +72,6 @@ def sample_bigram(log_probs: torch.Tensor, start: int, n: int,
         cur = int(torch.multinomial(probs[cur], 1, generator=generator))
         out.append(cur)
     return out
-
-
-def ngram_stats(train: Sequence, val: Sequence, n: int, counts: Optional[tuple] = None) -> Dict[str, float]:
-    """How an order-n table copes: its size and how often validation meets an unseen context.
-
-    Returns {"n", "contexts" (distinct (n-1)-grams seen in train), "table_entries" (distinct
-    n-grams stored), "full_table" (V**(n-1) * V cells a dense table would need, V from train),
-    "unseen_rate" (fraction of val positions whose (n-1)-token context never occurred in train)}.
-    `counts`: ngram_counts(train, n), when already counted.
-    """
-    positive_int(n=n)
-    train, val = _id_list(train, "train"), _id_list(val, "val")
-    if not len(train):
-        raise ValueError("train must hold at least one token: an empty training text has no n-grams to count")
-    grams, contexts = _counted(train, n, counts)
-    k = n - 1
-    V = len(set(train))
-    val_ctx = [tuple(val[i:i + k]) for i in range(len(val) - k)]
-    unseen = sum(c not in contexts for c in val_ctx) / max(1, len(val_ctx))
-    return {"n": n, "contexts": len(contexts), "table_entries": len(grams),
-            "full_table": float(V) ** n, "unseen_rate": unseen}
 
 
 def nll_bits(log_probs: torch.Tensor, ids: torch.Tensor) -> float:
@@ -188,20 +148,6 @@ def ngram_bits(train: Sequence, val: Sequence, n: int, vocab_size: int, k: float
     for i in range(n - 1, len(val)):
         total -= ngram_log_prob(grams, contexts, tuple(val[i - n + 1:i]), val[i], vocab_size, k)
     return total / (len(val) - n + 1) / math.log(2)
-
-
-def check_ngram_log_prob(fn) -> bool:
-    """Self-check for the Chapter 1 exercise: fn(counts, context_counts, context, token, V, k) -> log P."""
-    grams, contexts = ngram_counts("abracadabra", 3)
-    cases = [(("a", "b"), "r", 0.1), (("b", "r"), "a", 1.0), (("z", "z"), "a", 0.5), (("a", "b"), "z", 0.1)]
-    for context, token, k in cases:
-        want = ngram_log_prob(grams, contexts, context, token, 5, k)
-        got = fn(grams, contexts, context, token, 5, k)
-        if not isinstance(got, (int, float)) or abs(got - want) > 1e-9:
-            raise AssertionError(f"for context {context}, token {token!r}, k={k}: expected {want:.6f}, "
-                                 f"got {got!r}. Hint: (count + k) / (context count + k * V), then log.")
-    print("Correct: your add-k n-gram probability matches the reference on every case.")
-    return True
 
 
 def _gram_keys(ids: torch.Tensor, k: int, V: int) -> torch.Tensor:
@@ -333,65 +279,3 @@ def strongest_count_model(train_ids: torch.Tensor, val_ids: torch.Tensor, vocab_
     params = sum(int(counts.numel()) + int(total.numel()) for _, counts, _, total, _ in model.tables)
     return {"name": f"Kneser-Ney {n}-gram (counts, D={d:g})", "n": n, "discount": d, "dev_bits": dev[(n, d)],
             "bits": kneser_ney_bits(model, val_ids), "model": model, "params": params}
-
-
-def longest_seen_context(train_ids: torch.Tensor, val_ids: torch.Tensor, vocab_size: int, max_len: int) -> torch.Tensor:
-    """How much of its context a table has seen: for each position t >= max_len of `val_ids`, the largest
-    L <= max_len such that the L tokens before t occur in `train_ids` followed by some token (so a table has a row for
-    them). (len(val_ids) - max_len,) ints in [0, max_len]. A seen context's suffixes are seen too, so L is the number of
-    lengths 1..max_len whose context was seen."""
-    tensor_dims(train_ids, 1, "train_ids")
-    tensor_dims(val_ids, 1, "val_ids")
-    positive_int(vocab_size=vocab_size, max_len=max_len)
-    token_ids(train_ids, vocab_size, "train_ids")
-    token_ids(val_ids, vocab_size, "val_ids")
-    if len(val_ids) <= max_len or len(train_ids) <= max_len:
-        raise ValueError(f"train_ids and val_ids must each hold more than max_len = {max_len} tokens, got "
-                         f"{len(train_ids)} and {len(val_ids)}")
-    if vocab_size ** max_len >= 2 ** 62:
-        raise ValueError(f"vocab_size ** max_len must stay below 2**62, got {vocab_size}**{max_len}")
-    train_ids, val_ids = train_ids.long(), val_ids.long()
-    longest = torch.zeros(len(val_ids) - max_len, dtype=torch.long)
-    for L in range(1, max_len + 1):
-        seen = torch.unique(_gram_keys(train_ids[:-1], L, vocab_size))       # contexts followed by a token
-        ctx = _gram_keys(val_ids[max_len - L:-1], L, vocab_size)            # the L tokens before each position
-        i = torch.searchsorted(seen, ctx).clamp(max=len(seen) - 1)
-        longest += seen[i] == ctx
-    return longest
-
-
-def jelinek_mercer_prob(tables: Dict[int, tuple], context: Sequence, token, vocab_size: int, lam: float) -> float:
-    """P(token | context) interpolated over orders 1..n (Jelinek & Mercer 1980), one weight `lam` for every order.
-
-    tables[k] = ngram_counts(train, k) for k = 1..n. With P_0 = 1/V and h the last k-1 tokens of the context:
-        P_k(w | h) = lam * c(h w) / c(h) + (1 - lam) * P_{k-1}(w),   or P_{k-1}(w) when c(h) = 0 (h never seen).
-    """
-    positive_int(vocab_size=vocab_size)
-    probability(closed=True, lam=lam)
-    orders = sorted(tables)
-    if orders != list(range(1, len(orders) + 1)):
-        raise ValueError(f"tables must hold the orders 1..n (from ngram_counts), got orders {orders}")
-    context, p = tuple(context), 1.0 / vocab_size
-    for k in orders:
-        grams, contexts = tables[k]
-        h = context[len(context) - (k - 1):] if k > 1 else ()
-        if contexts.get(h, 0) > 0:
-            p = lam * grams.get(h + (token,), 0) / contexts[h] + (1 - lam) * p
-    return p
-
-
-def check_jelinek_mercer(fn) -> bool:
-    """Self-check for the Chapter 1 exercise: fn(tables, context, token, V, lam) -> P(token | context)."""
-    tables = {k: ngram_counts("abracadabra", k) for k in (1, 2, 3)}
-    cases = [(("a", "b"), "r", 0.5), (("c", "a"), "d", 0.8), (("z", "b"), "r", 0.5), (("z", "z"), "a", 0.3),
-             (("a", "b"), "q", 0.9)]
-    for context, token, lam in cases:
-        want = jelinek_mercer_prob(tables, context, token, 6, lam)
-        got = fn(tables, context, token, 6, lam)
-        got = got.item() if isinstance(got, torch.Tensor) else got
-        if not isinstance(got, (int, float)) or abs(got - want) > 1e-9:
-            raise AssertionError(f"for context {context}, token {token!r}, lam={lam}: expected {want:.6f}, "
-                                 f"got {got!r}. Hint: start from 1/V, then for k = 1..n mix lam * c(h w)/c(h) with "
-                                 "(1 - lam) times the order below, skipping an order whose context h was never seen.")
-    print("Correct: your Jelinek-Mercer probability matches the reference on every case.")
-    return True

@@ -1,6 +1,6 @@
 """Three ways to pre-train one architecture on unlabelled text. Chapter 9.
 
-- causal language modelling (GPT): predict every next token, `causal_lm_batch`;
+- causal language modelling (GPT): predict every next token (the window shifted by one, as since Chapter 1);
 - masked language modelling (BERT, Devlin et al. 2018): choose 15 % of the positions; of those, 80 % become
   [MASK], 10 % a random token, 10 % stay as they are; predict the original token there only, `mask_tokens`;
 - span corruption (T5, Raffel et al. 2019): drop about 15 % of the tokens in spans of mean length 3, put one
@@ -18,10 +18,10 @@ from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 
-from .checks import pair as _pair, positive_int, positive_number, probability, returned, tensor_dims, token_ids
+from .checks import positive_int, positive_number, probability, tensor_dims, token_ids
 
-__all__ = ["IGNORE", "PretrainVocab", "MaskedBatch", "SpanBatch", "causal_lm_batch", "mask_tokens",
-           "span_lengths", "span_corrupt", "span_layout", "check_mask_tokens"]
+__all__ = ["IGNORE", "PretrainVocab", "MaskedBatch", "SpanBatch", "mask_tokens",
+           "span_lengths", "span_corrupt", "span_layout"]
 
 IGNORE = -100
 
@@ -76,15 +76,6 @@ def _character_windows(ids, vocab: PretrainVocab) -> None:
     token_ids(tensor_dims(ids, 2, "ids (B, T)"), vocab.n_chars, "ids (character ids, no specials yet)")
     if ids.shape[1] < 2:
         raise ValueError(f"ids should have shape (B, T) with T >= 2, got {tuple(ids.shape)}")
-
-
-def causal_lm_batch(ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-    """GPT: windows (B, T + 1) -> inputs (B, T) and targets (B, T), the inputs shifted by one. Every position
-    carries a loss."""
-    if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.shape[1] < 2:
-        raise ValueError(f"ids should be a (B, T + 1) tensor with T >= 1, got "
-                         f"{tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__}")
-    return ids[:, :-1], ids[:, 1:]
 
 
 class MaskedBatch(NamedTuple):
@@ -187,35 +178,3 @@ def span_corrupt(ids: torch.Tensor, vocab: PretrainVocab, noise: float = 0.15, m
     dec_out = torch.tensor(tgt, dtype=torch.long, device=dev)
     dec_in = torch.cat([torch.full((B, 1), vocab.bos, dtype=torch.long, device=dev), dec_out[:, :-1]], dim=1)
     return SpanBatch(enc_in, dec_in, dec_out, torch.tensor(masks, device=dev))
-
-
-def check_mask_tokens(fn, vocab: Optional[PretrainVocab] = None, seed: int = 0) -> bool:
-    """Self-check for the chapter 9 exercise: fn(ids (B, T), vocab, generator) -> (inputs, labels) with BERT's
-    15 % / 80-10-10 rule. Checked on 200,000 positions: proportions within 0.5 points, labels, untouched rest."""
-    vocab = vocab or PretrainVocab(65)
-    g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(0, vocab.n_chars, (400, 500), generator=g)
-    inputs, labels = _pair(returned(fn(ids.clone(), vocab, g)), "(inputs, labels)")
-    if inputs.shape != ids.shape or labels.shape != ids.shape:
-        raise AssertionError(f"inputs and labels should both have shape {tuple(ids.shape)}, "
-                             f"got {tuple(inputs.shape)} and {tuple(labels.shape)}")
-    chosen = labels != IGNORE
-    if not torch.equal(labels[chosen], ids[chosen]):
-        raise AssertionError("at chosen positions the label must be the original token")
-    if not torch.equal(inputs[~chosen], ids[~chosen]):
-        raise AssertionError("positions that were not chosen must stay unchanged (and get the label IGNORE)")
-    frac = chosen.float().mean().item()
-    masked = (inputs[chosen] == vocab.mask).float().mean().item()
-    same = (inputs[chosen] == ids[chosen]).float().mean().item()
-    for name, got, want in [("chosen", frac, 0.15), ("[MASK] among chosen", masked, 0.8)]:
-        if abs(got - want) > 0.005:
-            raise AssertionError(f"{name}: expected {want:.0%}, got {got:.2%}")
-    # a random replacement equals the original 1 time in n_chars: unchanged = 10 % + 10 % / n_chars
-    want_same = 0.1 + 0.1 / vocab.n_chars
-    if abs(same - want_same) > 0.01:
-        raise AssertionError(f"unchanged among chosen: expected {want_same:.1%}, got {same:.2%}. Hint: the random "
-                             "10 % draws characters, never specials")
-    if int(inputs.max()) > vocab.mask or ((inputs >= vocab.n_chars) & (inputs != vocab.mask)).any():
-        raise AssertionError("the only special token in the inputs should be [MASK]")
-    print(f"Correct: {frac:.1%} chosen; of those {masked:.1%} [MASK], {same:.1%} unchanged.")
-    return True

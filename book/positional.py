@@ -25,24 +25,20 @@ from __future__ import annotations
 
 import math
 from numbers import Integral, Real
-from typing import Callable, Optional, Union
+from typing import Optional, Union
 
 import torch
 from torch import nn
 
-from .checks import non_negative_int, one_of, positive_int, returned, tensor_dims, token_ids
+from .checks import non_negative_int, one_of, positive_int, tensor_dims, token_ids
 
 __all__ = [
     "pair_frequencies",
     "sinusoidal_table",
-    "sinusoidal_shift_matrix",
     "SinusoidalPositionalEncoding",
     "LearnedPositionalEmbedding",
-    "rope_rotation_matrix",
     "apply_rotary",
     "RotaryEmbedding",
-    "check_shift_matrix",
-    "check_rotate_half",
     "alibi_slopes",
     "alibi_bias",
     "POSITION_SCHEMES",
@@ -87,19 +83,6 @@ def sinusoidal_table(T: int, d_model: int, base: float = 10000.0, start: int = 0
     _count(T=T, start=start)
     ang = _angles(start, T, d_model, base)  # (T, C/2)
     return torch.stack([ang.sin(), ang.cos()], dim=-1).flatten(-2).float()  # (T, C/2, 2) -> (T, C)
-
-
-def sinusoidal_shift_matrix(k: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
-    """The (C, C) matrix M_k with PE[pos + k] = M_k @ PE[pos] for every pos. Chapter 5.
-
-    Block diagonal: pair i gets [[cos k theta_i, sin k theta_i], [-sin k theta_i, cos k theta_i]],
-    from sin(a + b) = sin a cos b + cos a sin b and cos(a + b) = cos a cos b - sin a sin b.
-    """
-    c, s = (k * pair_frequencies(d_model, base)).cos(), (k * pair_frequencies(d_model, base)).sin()
-    M = torch.zeros(d_model, d_model, dtype=torch.float64)
-    idx = torch.arange(0, d_model, 2)
-    M[idx, idx], M[idx, idx + 1], M[idx + 1, idx], M[idx + 1, idx + 1] = c, s, -s, c
-    return M
 
 
 class _AbsolutePositions(nn.Module):
@@ -161,19 +144,6 @@ class LearnedPositionalEmbedding(_AbsolutePositions):
         return self.weight[offset : offset + T]
 
 
-def rope_rotation_matrix(pos: int, d_head: int, base: float = 10000.0) -> torch.Tensor:
-    """The (D, D) block-diagonal rotation R_pos of RoPE: pair i turns by pos * theta_i. Chapter 5.
-
-    Rows act on column vectors: rotated = R_pos @ x. Orthogonal, and R_m^T R_n = R_(n-m).
-    """
-    ang = pos * pair_frequencies(d_head, base)
-    c, s = ang.cos(), ang.sin()
-    R = torch.zeros(d_head, d_head, dtype=torch.float64)
-    idx = torch.arange(0, d_head, 2)
-    R[idx, idx], R[idx, idx + 1], R[idx + 1, idx], R[idx + 1, idx + 1] = c, -s, s, c
-    return R
-
-
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotate each interleaved pair (x_2i, x_2i+1) of x (..., T, D) by angles with cos/sin (T, D/2)."""
     x1, x2 = x.unflatten(-1, (-1, 2)).unbind(-1)  # (..., T, D) -> two (..., T, D/2)
@@ -213,44 +183,6 @@ class RotaryEmbedding(nn.Module):
             raise ValueError(f"x should have shape (..., T, {self.d_head}), got {tuple(x.shape)}")
         cos, sin = self.cos_sin(x.shape[-2], offset)
         return apply_rotary(x, cos.to(x.device), sin.to(x.device))
-
-
-
-def check_shift_matrix(fn: Callable, d_model: int = 8, base: float = 10000.0) -> bool:
-    """Self-check for the chapter 5 exercise: does `fn(k, d_model)` return M_k with PE[pos+k] = M_k PE[pos]?
-
-    Tries k in {0, 1, 3, 17} on positions 0..49; raises AssertionError with a hint on the first miss.
-    """
-    pe = sinusoidal_table(50 + 17, d_model, base).double()
-    for k in (0, 1, 3, 17):
-        M = torch.as_tensor(returned(fn(k, d_model)), dtype=torch.float64)
-        if tuple(M.shape) != (d_model, d_model):
-            raise AssertionError(f"M_{k} should have shape ({d_model}, {d_model}), got {tuple(M.shape)}")
-        got = pe[:50] @ M.T  # row pos holds (M_k PE[pos])^T
-        if not torch.allclose(got, pe[k : k + 50], atol=1e-5):
-            raise AssertionError(f"M_{k} @ PE[pos] is not PE[pos + {k}] (check the signs of the sin terms)")
-    return True
-
-
-def check_rotate_half(fn: Callable, d_head: int = 8) -> bool:
-    """Self-check for the chapter 5 exercise: is `fn(x, offset)` RoPE in the rotate-half layout (GPT-NeoX, HF)?
-
-    In that layout pair i is the dims (i, i + D/2) instead of (2i, 2i+1). Permuting the dims of an interleaved
-    vector to [0, 2, 4, ..., 1, 3, 5, ...] gives the rotate-half vector, and then fn must equal the
-    interleaved RoPE permuted the same way. Tries offsets 0 and 3 on x (2, 3, 5, d_head); raises on a miss.
-    """
-    _check_even(d_head, "d_head")
-    perm = torch.cat([torch.arange(0, d_head, 2), torch.arange(1, d_head, 2)])
-    x = torch.randn(2, 3, 5, d_head, generator=torch.Generator().manual_seed(0))
-    rope = RotaryEmbedding(d_head)
-    for offset in (0, 3):
-        got = fn(x[..., perm], offset)
-        if not isinstance(got, torch.Tensor) or got.shape != x.shape:
-            raise AssertionError(f"fn(x, offset) should return a tensor of shape {tuple(x.shape)}")
-        if not torch.allclose(got, rope(x, offset)[..., perm], atol=1e-5):
-            raise AssertionError(f"offset {offset}: not the interleaved RoPE permuted to the rotate-half layout "
-                                 "(pair i is dims i and i + D/2; the first half gets x1 cos - x2 sin)")
-    return True
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:

@@ -7,15 +7,14 @@ The three families of the book, trained on the same windows of characters with t
   "t5"    an encoder-decoder (book.transformer.Transformer): the encoder reads the window with each dropped span
           replaced by a sentinel, the decoder writes the spans.
 Then: fill a one-character blank (fill_blank), score a continuation (continuation_bits), write text (write),
-and fine-tune a GPT on instructions with the loss on the answers only (instruction_batch, finetune).
+(chapter 9's fine-tuning on instructions and its probes are in book.chapters.ch09).
 StreamTranslator puts a GPT on Chapter 8's toy translation, source and target in one stream.
 Shape legend (batch first): B batch, T window length (context_len), P prompt length, V vocab (PretrainVocab.size).
 """
 from __future__ import annotations
 
 import math
-import re
-from typing import Callable, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence
 
 import torch
 import torch.nn as nn
@@ -25,15 +24,14 @@ from .data import get_batch
 from .decoding import decode_loop
 from .generate import context_len_of, sample_next
 from .objectives import IGNORE, PretrainVocab, mask_tokens, span_corrupt
-from .checks import non_negative_int, optional_positive_int, positive_int, tensor_dims, token_ids
+from .checks import optional_positive_int, positive_int, tensor_dims, token_ids
 from .optim import build_optimizer
 from .train import History, fit
 from .utils import step_budget
 
-__all__ = ["FAMILIES", "family_configs", "build", "objective_loss", "pretrain", "quote_windows", "fill_blank",
-           "continuation_bits", "write", "word_rate", "instruction_batch", "finetune", "answer",
-           "induction_scores", "StreamTranslator", "instruction_pairs", "repeated_passages", "passage_bits",
-           "letter_copies", "answer_scores"]
+__all__ = ["FAMILIES", "family_configs", "build", "pretrain", "quote_windows", "fill_blank",
+           "continuation_bits", "write", "answer",
+           "StreamTranslator", "passage_bits"]
 
 FAMILIES = ("bert", "gpt", "t5")
 
@@ -77,17 +75,6 @@ def _check_family(family: str) -> None:
 
 def _lm_ce(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.reshape(-1), ignore_index=IGNORE)
-
-
-def objective_loss(model, family: str, windows: torch.Tensor, vocab: PretrainVocab,
-                   generator: Optional[torch.Generator] = None, loss_fraction: float = 1.0):
-    """-> (mean cross-entropy in nats, number of positions that carried a loss) on windows (B, T + 1).
-
-    gpt reads windows[:, :-1] and predicts windows[:, 1:]; bert and t5 use windows[:, :-1], the same T characters.
-    loss_fraction < 1 (gpt only) keeps the loss at a random fraction of the positions, as sparse as MLM's.
-    """
-    loss, n = _objective(model, family, windows, vocab, generator, loss_fraction)
-    return loss, int(n)
 
 
 def _objective(model, family: str, windows: torch.Tensor, vocab: PretrainVocab,
@@ -168,32 +155,6 @@ def quote_windows(data: torch.Tensor, batch_size: int, context_len: int, generat
         second, src = rand(first + p + 2, n - p), rand(0, len(data) - p)
         row[first:first + p] = row[second:second + p] = data[src:src + p]
     return w
-
-
-def induction_scores(maps, first: int, second: int, length: int) -> Tuple[torch.Tensor, torch.Tensor]:
-    """How much each head acts as a previous-token head and as an induction head -> (previous (L, H), induction (L, H)).
-
-    maps: a GPT's attention weights, one (B, H, T, T) per layer (GPT(idx, need_weights=True)) or stacked
-    (L, B, H, T, T), on rows in which a passage of `length` tokens starts at `first` and again at `second`.
-    previous: the mean weight from every position t >= 1 to t - 1. induction: the mean weight from each position
-    second + k of the second copy (k = 0 .. length - 2) to first + k + 1, the position just after the same token's
-    earlier occurrence: the token that comes next. Both average over the batch. Chapter 9.
-    """
-    maps = torch.stack(list(maps)) if isinstance(maps, (list, tuple)) else maps
-    tensor_dims(maps, 5, "maps (L, B, H, T, T)")
-    T = maps.shape[-1]
-    if maps.shape[-2] != T:
-        raise ValueError(f"maps must be square over the window (T, T), got {tuple(maps.shape[-2:])}")
-    non_negative_int(first=first)
-    positive_int(second=second, length=length)
-    if length < 2 or first + length > second or second + length > T:
-        raise ValueError(f"need length >= 2 and two copies inside the window: first + length <= second and "
-                         f"second + length <= T={T}, got first={first}, second={second}, length={length}")
-    t = torch.arange(1, T, device=maps.device)
-    previous = maps[..., t, t - 1].mean(dim=(1, 3))                         # (L, H)
-    k = torch.arange(length - 1, device=maps.device)
-    induction = maps[..., second + k, first + k + 1].mean(dim=(1, 3))       # (L, H)
-    return previous, induction
 
 
 def _blank_inputs(family: str, windows: torch.Tensor, pos: int, vocab: PretrainVocab):
@@ -298,39 +259,6 @@ def write(model, family: str, prompt: torch.Tensor, n_new: int, vocab: PretrainV
                        context_len=None if ctx is None else ctx - 1, name="n_new")
 
 
-def word_rate(text: str, known: Iterable[str]) -> float:
-    """Share of the words (letters and apostrophes, lower-cased) in `text` that occur in `known`. Chapter 9."""
-    words = re.findall(r"[a-z']+", text.lower())
-    known = known if isinstance(known, (set, frozenset)) else set(known)
-    return sum(w in known for w in words) / max(1, len(words))
-
-
-def instruction_pairs(text: str, min_len: int = 12, max_len: int = 36) -> List[Tuple[str, str]]:
-    """Two questions about every line of `text` that starts with a letter and has min_len..max_len characters ->
-    (prompt, answer) pairs: "Q: first letter? <line>\nA: " -> its first letter, and "Q: ends a sentence? <line>\nA: "
-    -> "yes" if it ends with . ? or !, else "no"; every answer ends with a newline. Chapter 9's SFT in miniature."""
-    positive_int(min_len=min_len, max_len=max_len)
-    if min_len > max_len:
-        raise ValueError(f"need min_len <= max_len, got {min_len} and {max_len}")
-    lines = [line for line in text.split("\n") if min_len <= len(line) <= max_len and line[0].isalpha()]
-    return ([(f"Q: first letter? {line}\nA: ", line[0] + "\n") for line in lines]
-            + [(f"Q: ends a sentence? {line}\nA: ", ("yes" if line[-1] in ".?!" else "no") + "\n") for line in lines])
-
-
-def repeated_passages(data: torch.Tensor, length: int, n: int, sep: torch.Tensor,
-                      generator: torch.Generator) -> dict:
-    """Rows for the copy test -> {True: (n, 2 * length + len(sep)) a passage of `data`, `sep`, the same passage;
-    False: another passage of `data`, `sep`, the same final passages}. The last `length` tokens of row i are the
-    same under both keys, so their cost after themselves and after other text can be compared. Chapter 9."""
-    data, sep = token_ids(data, name="data"), token_ids(sep, name="sep")
-    positive_int(length=length, n=n)
-    if len(data) <= 3 * length:
-        raise ValueError(f"data must hold more than 3 * length = {3 * length} tokens, got {len(data)}")
-    starts = torch.randint(len(data) - 3 * length, (n,), generator=generator).tolist()
-    return {twice: torch.stack([torch.cat([data[s:s + length] if twice else data[s + 2 * length:s + 3 * length], sep,
-                                           data[s:s + length]]) for s in starts]) for twice in (False, True)}
-
-
 def passage_bits(model, rows: torch.Tensor, length: int, logits: Optional[torch.Tensor] = None) -> float:
     """Bits/char a GPT pays on the last passage of each row (B, T), after its first character: the mean -log2 p
     of the last length - 1 tokens. `logits` (B, T, V): a forward pass over `rows` already made. Chapter 9."""
@@ -343,78 +271,6 @@ def passage_bits(model, rows: torch.Tensor, length: int, logits: Optional[torch.
             logits = model(rows)
     logp = logits[:, :-1].log_softmax(-1).gather(-1, rows[:, 1:, None])[:, -(length - 1):, 0]
     return (-logp / math.log(2)).mean().item()
-
-
-def letter_copies(letters: torch.Tensor, n: int, batch_size: int, generator: torch.Generator, colon: int,
-                  newline: int) -> torch.Tensor:
-    """Copy strings (B, 2n + 2): n random tokens of `letters`, `colon`, the same n tokens (the answer), `newline`.
-    Chapter 9's skill small enough to watch form, scored by answer_scores."""
-    letters = token_ids(letters, name="letters")
-    if not letters.numel():
-        raise ValueError("letters must hold at least one token id to copy, got none")
-    positive_int(n=n, batch_size=batch_size)
-    s = letters[torch.randint(len(letters), (batch_size, n), generator=generator)]
-    ends = torch.tensor([colon, newline]).expand(batch_size, 2)
-    return torch.cat([s, ends[:, :1], s, ends[:, 1:]], dim=1)
-
-
-def answer_scores(model, strings: torch.Tensor, n: int) -> Tuple[float, float, float]:
-    """A GPT on letter_copies strings (B, 2n + 2), each answer letter predicted from all before it -> (bits/char
-    of the answers' letters, the share of letters right, the share of whole answers right: exact match)."""
-    tensor_dims(strings, 2, "strings (B, 2n + 2)")
-    positive_int(n=n)
-    if strings.shape[1] != 2 * n + 2:
-        raise ValueError(f"strings must be (B, 2n + 2) = (B, {2 * n + 2}) for n={n}, got {tuple(strings.shape)}")
-    with torch.no_grad():
-        logits = model(strings[:, :-2])[:, n:]
-    target = strings[:, n + 1:-1]
-    hit = logits.argmax(-1) == target
-    bits = F.cross_entropy(logits.transpose(1, 2), target).item() / math.log(2)
-    return bits, hit.float().mean().item(), hit.all(-1).float().mean().item()
-
-
-def instruction_batch(pairs: Sequence[Tuple[str, str]], encode: Callable, pad_id: int,
-                      context_len: int) -> Tuple[torch.Tensor, torch.Tensor]:
-    """(prompt, answer) strings -> x (B, T) and targets y (B, T) for a GPT, the loss on the answer only.
-
-    Each row is prompt + answer, right-padded with pad_id; y is IGNORE on the prompt and the padding, so
-    fine-tuning teaches what to answer, not how the prompts are worded. T = the longest row (<= context_len).
-    """
-    if not len(pairs):
-        raise ValueError("pairs must hold at least one (prompt, answer) pair, got none")
-    rows, labels = [], []
-    for prompt, ans in pairs:
-        p, a = encode(prompt), encode(ans)
-        if len(p) + len(a) - 1 > context_len or not p or not a:
-            raise ValueError(f"prompt + answer must be non-empty and fit context_len={context_len} + 1 tokens, "
-                             f"got {len(p)} + {len(a)}: {prompt!r}")
-        seq = p + a
-        rows.append(seq[:-1])
-        labels.append([IGNORE] * (len(p) - 1) + a)
-    T = max(len(r) for r in rows)
-    x = torch.tensor([r + [pad_id] * (T - len(r)) for r in rows])
-    y = torch.tensor([r + [IGNORE] * (T - len(r)) for r in labels])
-    return x, y
-
-
-def finetune(model, pairs: Sequence[Tuple[str, str]], encode: Callable, pad_id: int, *, steps: int,
-             batch_size: int = 32, lr: float = 1e-3, schedule="constant", generator: Optional[torch.Generator] = None,
-             device=None) -> History:
-    """Supervised fine-tuning with fit: AdamW (matrices decayed) on random batches of (prompt, answer) pairs,
-    at a constant rate by default (`schedule`: any of fit's), gradients clipped to 1."""
-    if not len(pairs):
-        raise ValueError("pairs must hold at least one (prompt, answer) pair to fine-tune on, got none")
-    generator = generator if generator is not None else torch.Generator().manual_seed(0)
-
-    def batch():
-        pick = torch.randint(len(pairs), (batch_size,), generator=generator).tolist()
-        x, y = instruction_batch([pairs[i] for i in pick], encode, pad_id, context_len_of(model))
-        return x.to(device), y.to(device)
-
-    hist = fit(model, batch, loss_fn=lambda m, b: _lm_ce(m(b[0]), b[1]), optimizer=build_optimizer(model, lr=lr),
-               steps=steps, schedule=schedule, grad_clip=1.0, progress=False, desc="fine-tuning")
-    model.eval()
-    return hist
 
 
 @torch.no_grad()

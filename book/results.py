@@ -20,8 +20,8 @@ from typing import Dict, List, Optional
 from book.checks import positive_int, positive_number
 
 __all__ = ["RESULTS_DIR", "read_rows", "provenance", "sha256_of", "regenerate_command", "stale_reason",
-           "budget_summary", "budget_table", "leaderboard_bpc", "left_plateau",
-           "seed_curves", "seed_span", "seed_verdict", "ladder_best", "range_verdict"]
+           "budget_summary", "budget_table", "left_plateau",
+           "seed_span", "ladder_best"]
 
 # the recorded tables, shipped with the package (pyproject's package-data: results/*.csv, results/*.json)
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -127,22 +127,6 @@ def left_plateau(curve, base: float, margin: float = 0.05, consecutive: int = 2)
     return None
 
 
-def seed_curves(rows, key: str, group=("family", "seed")) -> Dict[tuple, list]:
-    """A recorded table's rows -> {(family, seed): [(step, value of `key`), ...]} in the rows' order (the text of
-    the `group` columns, the seed as an int), e.g. book/results/three_families.csv read by read_rows. Chapter 9."""
-    out: Dict[tuple, list] = {}
-    for r in rows:
-        if key not in r or "step" not in r:
-            raise ValueError(f"rows need the columns 'step' and {key!r}, got {sorted(r)}")
-        try:
-            name = tuple(int(r[g]) if g == "seed" else r[g] for g in group)
-            point = (int(r["step"]), float(r[key]))
-        except (TypeError, ValueError):
-            raise ValueError(f"rows need an integer seed and step and a number in {key!r}, got the row {r}") from None
-        out.setdefault(name, []).append(point)
-    return out
-
-
 def _seed_values(values, name: str, allow_none: bool = False) -> list:
     """Per-seed values as a list of finite numbers (None allowed with allow_none): a NaN is a diverged seed, which
     a mean, a span or a verdict would hide."""
@@ -166,23 +150,6 @@ def seed_span(values, fmt: str = "{:.0%}") -> str:
     if not values:
         raise ValueError("seed_span needs at least one value")
     return f"{fmt.format(sum(values) / len(values))} ({fmt.format(min(values))}-{fmt.format(max(values))})"
-
-
-def seed_verdict(a: str, va, b: str, vb, verb: str = "scores higher than") -> str:
-    """Two configurations' per-seed values (seed by seed, higher is better) -> a sentence that calls a win only
-    when every seed agrees: 'a <verb> b in every seed', the reverse, or 'a and b are not separated'."""
-    va, vb = _seed_values(va, "va"), _seed_values(vb, "vb")
-    if len(va) != len(vb) or not va:
-        raise ValueError(f"need one value per seed for both, got {len(va)} and {len(vb)}")
-    a_wins, b_wins = sum(x > y for x, y in zip(va, vb)), sum(y > x for x, y in zip(va, vb))
-    if a_wins == len(va):
-        return f"{a} {verb} {b} in every seed"
-    if b_wins == len(va):
-        return f"{b} {verb} {a} in every seed"
-    ties = len(va) - a_wins - b_wins
-    if ties:
-        return f"{a} and {b} are not separated (tied in {ties} of {len(va)} seeds)"
-    return f"{a} and {b} are not separated (the seeds disagree)"
 
 
 def _truth(v) -> bool:
@@ -226,27 +193,6 @@ def ladder_best(rows) -> Dict[str, dict]:
                          edge=len(rates) > 1 and rate in (min(rates), max(rates)),
                          by_rate=dict(sorted(by_rate.items())))
     return out
-
-
-def range_verdict(new, old) -> str:
-    """Two configurations' per-seed costs to a target (steps or seconds; None = never reached; lower is better) ->
-    "pays" when every seed of `new` beats every seed of `old` (or only `new` always reaches the target), "costs" in
-    the reverse case, else "within the spread". A difference counts only beyond the seeds' spread. Chapter 10."""
-    new, old = _seed_values(new, "new", allow_none=True), _seed_values(old, "old", allow_none=True)
-    if not new or not old:
-        raise ValueError(f"need at least one seed on each side, got {len(new)} and {len(old)}")
-    miss_new, miss_old = sum(v is None for v in new), sum(v is None for v in old)
-    if miss_new or miss_old:
-        if miss_new == 0:
-            return "pays"
-        if miss_old == 0:
-            return "costs"
-        return "within the spread"
-    if max(new) < min(old):
-        return "pays"
-    if min(new) > max(old):
-        return "costs"
-    return "within the spread"
 
 
 def _budget_label(seconds: float) -> str:
@@ -308,20 +254,3 @@ def budget_table(rows) -> str:
                      for b in budgets]
         lines.append(f"| {m['chapter']} | {name} | " + " | ".join(cells) + " |")
     return "\n".join(head + lines) + "\n"
-
-
-def leaderboard_bpc(name_prefix: str, runtimes: Optional[Path] = None) -> Optional[float]:
-    """Validation bits/char of the first row of the book's leaderboard whose model name starts with `name_prefix`,
-    read from the executor's record (chapters/_generated/runtimes.json; by default relative to the working directory,
-    the chapters folder when a chapter runs). None when the record or the row is not there (e.g. in Colab)."""
-    if not isinstance(name_prefix, str) or not name_prefix:
-        raise ValueError(f"name_prefix must be a non-empty string such as 'char LSTM', got {name_prefix!r}")
-    path = Path(runtimes) if runtimes is not None else Path("_generated") / "runtimes.json"
-    if not path.is_file():
-        return None
-    record = _read_json(path, "runtimes record")
-    if not isinstance(record, dict) or not all(isinstance(c, dict) for c in record.values()):
-        raise ValueError(f"{path} must map each chapter to an object with a 'leaderboard' list, got "
-                         f"{type(record).__name__}")
-    rows = [r for chapter in record.values() for r in chapter.get("leaderboard", [])]
-    return next((float(r["val_bpc"]) for r in rows if r["name"].startswith(name_prefix)), None)

@@ -13,12 +13,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .checks import non_negative_int, pair as _pair, positive_int, probability, returned, token_ids
+from .checks import non_negative_int, positive_int, probability, token_ids
 from .optim import build_optimizer, fit
 from .tasks import recall_batch, recall_many_batch
 
 __all__ = ["RNNCell", "RNN", "CharRNN", "train_recall", "recall_accuracy", "curriculum_max_distance",
-           "train_recall_many", "recall_many_accuracy", "input_gradients", "gradient_by_distance", "check_lstm_step"]
+           "train_recall_many", "recall_many_accuracy", "input_gradients", "gradient_by_distance"]
 
 _CELLS = {"rnn": nn.RNN, "lstm": nn.LSTM, "gru": nn.GRU}
 
@@ -221,23 +221,3 @@ def gradient_by_distance(model: CharRNN, seq_len: int, distances: Sequence[int],
         x, y, _ = recall_batch(n, seq_len, n_values, distance=k, generator=generator)
         out[k] = input_gradients(model, x, y)[:, seq_len - k].mean().item()
     return out
-
-
-def check_lstm_step(fn) -> bool:
-    """Self-check for the Chapter 2 exercise: fn(x, h, c, weight_ih, weight_hh, bias_ih, bias_hh)
-    -> (h', c') must match nn.LSTMCell (gate order i, f, g, o). Raises AssertionError with a hint."""
-    g = torch.Generator().manual_seed(0)
-    cell = nn.LSTMCell(4, 3)
-    x, h, c = torch.randn(2, 4, generator=g), torch.randn(2, 3, generator=g), torch.randn(2, 3, generator=g)
-    h_ref, c_ref = cell(x, (h, c))
-    h_new, c_new = _pair(returned(fn(x, h, c, cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh)),
-                         "(h_new, c_new)")
-    # explicit raises, not `assert`: the check must still reject wrong answers under `python -O`
-    if tuple(h_new.shape) != (2, 3) or tuple(c_new.shape) != (2, 3):
-        raise AssertionError(f"h' and c' should be (B, H) = (2, 3), got {tuple(h_new.shape)} and "
-                             f"{tuple(c_new.shape)}")
-    if not torch.allclose(c_new, c_ref, atol=1e-5):
-        raise AssertionError("c' differs: c' = f * c + i * g (gate order i, f, g, o)")
-    if not torch.allclose(h_new, h_ref, atol=1e-5):
-        raise AssertionError("c' is right but h' differs: h' = o * tanh(c')")
-    return True

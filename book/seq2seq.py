@@ -14,13 +14,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .checks import positive_int, positive_number, returned, token_ids
+from .checks import positive_int, positive_number, token_ids
 from .decoding import decode_loop
 from .optim import build_optimizer, fit
 from .tasks import BOS, EOS, PAD, ToyTranslation
 
 __all__ = ["AdditiveAttention", "MultiplicativeAttention", "Encoder", "Decoder", "Seq2Seq",
-           "Seq2SeqConfig", "build_seq2seq", "train_seq2seq", "check_general_score"]
+           "Seq2SeqConfig", "build_seq2seq", "train_seq2seq"]
 
 
 class AdditiveAttention(nn.Module):
@@ -109,21 +109,6 @@ def _attend(attn, query, keys, keep_mask, projected_keys):
     weights = torch.softmax(e, dim=-1)
     context = (weights.unsqueeze(1) @ keys).squeeze(1)           # (B, 1, S) @ (B, S, Denc) -> (B, Denc)
     return context, weights
-
-
-def check_general_score(fn) -> bool:
-    """Self-check for the Chapter 3 exercise: fn(s (B, Ddec), H (B, S, Denc), W (Ddec, Denc)) -> (B, S)
-    must equal the scores s^T W h_i. Raises AssertionError with a hint otherwise."""
-    g = torch.Generator().manual_seed(0)
-    s, H, W = torch.randn(2, 3, generator=g), torch.randn(2, 5, 4, generator=g), torch.randn(3, 4, generator=g)
-    out = returned(fn(s, H, W))
-    # explicit raises, not `assert`: the check must still reject wrong answers under `python -O`
-    if tuple(out.shape) != (2, 5):
-        raise AssertionError(f"scores should have shape (B, S) = (2, 5), got {tuple(out.shape)}")
-    want = torch.einsum("bd,de,bse->bs", s, W, H)
-    if not torch.allclose(out, want, atol=1e-5):
-        raise AssertionError("shape is right but values differ: score_i = s^T W h_i")
-    return True
 
 
 class Encoder(nn.Module):

@@ -4,9 +4,8 @@
   (the noun moves to the front of its phrase, the verb to the end of its clause). Chapters 2, 3, 8.
 - `recall_batch`: recall the token that followed a marker k steps ago. Chapter 2.
 - `recall_many_batch`: recall n tokens at once, after k filler steps: where a fixed-size state runs out. Chapter 2.
-- `needle_batch`: name the one value token among fillers, k steps before the end. Chapter 10.
-- `bites_batch`: "dog bites man" vs "man bites dog": who bites? Needs word order. Chapter 5.
-- `repeat_batch`: a random segment written twice; continue the copy (needs two attention layers). Chapter 6.
+- `copy_back_batch`: copy the token k steps back (chapter 5's relative-position task).
+Tasks only one chapter uses live in its module (book.chapters): bites (ch05), repeat (ch06), needle (ch10).
 
 Shape legend (batch first): B batch, S source length, T target length (with BOS/EOS), V vocab.
 Both translation vocabularies start with the same specials: PAD = 0, BOS = 1, EOS = 2.
@@ -20,12 +19,11 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 
-from .checks import non_negative_int, optional_positive_int, positive_int, probability, tensor_dims
+from .checks import non_negative_int, optional_positive_int, positive_int, tensor_dims
 
 __all__ = ["PAD", "BOS", "EOS", "SPECIALS", "LENGTH_BUCKETS", "TranslationBatch", "ToyTranslation",
            "sequence_accuracy", "position_accuracy", "evaluate_translation", "recall_batch", "recall_many_batch",
-           "needle_batch",
-           "BITES_VOCAB", "bites_batch", "repeat_batch"]
+           "BITES_VOCAB"]
 
 PAD, BOS, EOS = 0, 1, 2
 SPECIALS = ("<pad>", "<bos>", "<eos>")
@@ -363,60 +361,11 @@ def recall_many_batch(batch_size: int, n_digits: int, delay: int, n_values: int 
     return torch.cat([marker, y, filler, queries], 1), y
 
 
-def needle_batch(batch_size: int, seq_len: int, n_values: int = 8,
-                 distance: Optional[int] = None, generator: Optional[torch.Generator] = None):
-    """A needle in filler: name the one value token, k steps before the end. Chapter 10.
-
-    Every position holds the filler token (id n_values) except one, which holds a value 0..n_values-1
-    k = distance steps before the end (k = 1: the last token). The answer is that value: a model can give
-    it only if its last position can see that far back (one attention layer reads it in one step).
-    Returns x (B, T) ids, y (B,) answers, k (B,) distances; k is uniform in 1..T unless given.
-    """
-    positive_int(batch_size=batch_size, seq_len=seq_len, n_values=n_values)
-    if n_values < 2:
-        raise ValueError(f"need n_values >= 2 (a value and something else), got {n_values}")
-    if distance is not None and optional_positive_int(distance=distance) > seq_len:
-        raise ValueError(f"distance must be in 1..{seq_len} (1 = the last token), got {distance}")
-    x = torch.full((batch_size, seq_len), n_values)
-    y = torch.randint(0, n_values, (batch_size,), generator=generator)
-    if distance is None:
-        k = torch.randint(1, seq_len + 1, (batch_size,), generator=generator)
-    else:
-        k = torch.full((batch_size,), distance)
-    x[torch.arange(batch_size), seq_len - k] = y
-    return x, y, k
-
-
 # ---- who bites whom? (Chapter 5) ---------------------------------------------------------------
 BITES_VOCAB = ("dog", "man", "cat", "fox", "owl", "bee", "cow", "hen",      # nouns: ids 0..7
                "the", "a", "big", "old", "then", "so", "and", "very",       # fillers: ids 8..15
                "bites")                                                     # the verb: id 16
 _N_NOUNS, _BITES = 8, len(BITES_VOCAB) - 1
-
-
-def bites_batch(batch_size: int, seq_len: int, min_verb_pos: int = 1, distractor_p: float = 0.0,
-                generator: Optional[torch.Generator] = None):
-    """Who bites? One "noun bites noun" inside filler words; the answer is the noun before "bites". Chapter 5.
-
-    "dog bites man" and "man bites dog" hold the same words, so only word order tells them apart.
-    Returns x (B, T) ids into BITES_VOCAB, verb_pos (B,) in min_verb_pos..T-2, y (B,) the biter's id.
-    The two nouns differ; with distractor_p > 0 other filler slots hold random nouns too.
-    """
-    positive_int(batch_size=batch_size, seq_len=seq_len, min_verb_pos=min_verb_pos)
-    probability(distractor_p=distractor_p, closed=True)
-    if seq_len < 3 or min_verb_pos > seq_len - 2:
-        raise ValueError(f"need seq_len >= 3 and 1 <= min_verb_pos <= seq_len - 2, got seq_len={seq_len}, "
-                         f"min_verb_pos={min_verb_pos}")
-    B, T = batch_size, seq_len
-    x = torch.randint(_N_NOUNS, _BITES, (B, T), generator=generator)  # filler words
-    nouns = torch.randint(0, _N_NOUNS, (B, T), generator=generator)
-    x = torch.where(torch.rand(B, T, generator=generator) < distractor_p, nouns, x)
-    pos = torch.randint(min_verb_pos, T - 1, (B,), generator=generator)
-    biter = torch.randint(0, _N_NOUNS, (B,), generator=generator)
-    bitten = (biter + torch.randint(1, _N_NOUNS, (B,), generator=generator)) % _N_NOUNS  # never the biter
-    rows = torch.arange(B)
-    x[rows, pos - 1], x[rows, pos], x[rows, pos + 1] = biter, _BITES, bitten
-    return x, pos, biter
 
 
 # ---- copy the token k back (Chapter 5) ---------------------------------------------------------
@@ -444,28 +393,3 @@ def copy_back_batch(batch_size: int, seq_len: int, k, n_letters: int = 4, n_valu
     cols = first[:, None] + torch.arange(n_letters)[None, :]  # (B, n_letters)
     x.scatter_(1, cols, letters)
     return x, letters[:, -1], k
-
-
-def repeat_batch(batch_size: int, seq_len: int, n_values: int = 32, min_len: int = 4, max_len: Optional[int] = None,
-                 generator: Optional[torch.Generator] = None):
-    """A random segment written twice in a row, at a random place among random tokens: continue the copy. Chapter 6.
-
-    Each row: p random tokens, a segment of L random tokens (L uniform in min_len..max_len, default seq_len // 3),
-    the same segment again, random tokens up to seq_len + 1; p and L vary by row, so no fixed offset finds the
-    copy. Returns x (B, T) ids, y (B, T) the next tokens (x shifted by one), and copy (B, T), True where y is
-    the next token of the second copy, predictable from the first: find where the current token occurred in
-    the first copy, and read the token after it. That is two lookups, one per attention layer (an induction head).
-    """
-    positive_int(batch_size=batch_size, seq_len=seq_len, n_values=n_values, min_len=min_len)
-    max_len = seq_len // 3 if max_len is None else positive_int(max_len=max_len)
-    if not 2 <= min_len <= max_len or 2 * max_len > seq_len or n_values < 2:
-        raise ValueError(f"need 2 <= min_len <= max_len, 2 * max_len <= seq_len and n_values >= 2, got "
-                         f"min_len={min_len}, max_len={max_len}, seq_len={seq_len}, n_values={n_values}")
-    w = torch.randint(0, n_values, (batch_size, seq_len + 1), generator=generator)
-    copy = torch.zeros(batch_size, seq_len, dtype=torch.bool)
-    lengths = torch.randint(min_len, max_len + 1, (batch_size,), generator=generator)
-    starts = (torch.rand(batch_size, generator=generator) * (seq_len + 2 - 2 * lengths)).long()   # p in 0..T+1-2L
-    for b, (L, p) in enumerate(zip(lengths.tolist(), starts.tolist())):
-        w[b, p + L:p + 2 * L] = w[b, p:p + L]
-        copy[b, p + L:p + 2 * L - 1] = True          # x at the second copy's first L - 1 tokens -> y its next one
-    return w[:, :-1], w[:, 1:], copy

@@ -27,7 +27,7 @@ from .utils import step_budget
 
 __all__ = ["nats_to_bits", "lm_loss", "evaluate_lm", "fit", "train_lm", "History", "Diverged", "warmup_cosine",
            "warmup_stable_decay",
-           "leaderboard_row", "LEADERBOARD_MIME", "check_bits_per_char", "GPTRecipe", "NANOGPT_CPU",
+           "leaderboard_row", "LEADERBOARD_MIME", "GPTRecipe", "NANOGPT_CPU",
            "NANOGPT_CPU_FINAL_VAL", "COURSE_CPU", "NANOGPT_GPU", "RecipeRun", "race", "time_to"]
 
 LEADERBOARD_MIME = "application/vnd.book.leaderboard+json"
@@ -112,20 +112,6 @@ def leaderboard_row(name: str, chapter: int, val_bpc: float, params: int, train_
             raise ValueError(f"{what} must be a finite number >= {low}, got {v!r}")
     return _Row({"name": name, "chapter": int(chapter), "val_bpc": round(float(val_bpc), 4),
                  "params": int(params), "train_s": round(float(train_s), 1)})
-
-
-def check_bits_per_char(fn) -> bool:
-    """Self-check for the Chapter 1 exercise: fn(probs) -> mean -log2 p over the true next characters."""
-    cases = [[0.5, 0.5], [1.0, 0.25, 0.125], [1 / 65] * 7, [0.9]]
-    for probs in cases:
-        want = sum(-math.log2(p) for p in probs) / len(probs)
-        got = fn(torch.tensor(probs))
-        got = got.item() if isinstance(got, torch.Tensor) else got
-        if not isinstance(got, (int, float)) or abs(got - want) > 1e-5:
-            raise AssertionError(f"for probabilities {probs}: expected {want:.4f} bits, got {got!r}. "
-                                 "Hint: average -log2(p), not -ln(p), and not the sum.")
-    print("Correct: your bits-per-character matches the reference on every case.")
-    return True
 
 
 @dataclass

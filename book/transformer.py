@@ -18,22 +18,19 @@ on top, in book.generate.
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 from typing import Optional
 
 import torch
 import torch.nn as nn
 
-from .attention import Attention
-from .blocks import DecoderBlock, TransformerBlock, to_torch_decoder_layer, to_torch_encoder_layer
-from .checks import divides, inputs_checked, returned, one_of, positive_int, probability, token_ids, values_checked
+from .blocks import DecoderBlock, TransformerBlock
+from .checks import divides, inputs_checked, one_of, positive_int, probability, token_ids, values_checked
 from .kv_cache import KVCache
 from .layers import LayerNorm
 from .positional import SinusoidalPositionalEncoding
 
-__all__ = ["TransformerConfig", "Transformer", "to_torch_transformer", "transformer_params", "check_transformer_params",
-           "check_cross_attention"]
+__all__ = ["TransformerConfig", "Transformer"]
 
 
 @dataclass
@@ -201,62 +198,3 @@ class Transformer(nn.Module):
             raise ValueError("every source sentence needs at least one non-padding token")
         with inputs_checked():              # src, tgt_in and the mask are checked: once per call, here
             return self.decode(tgt_in, self.encode(src, keep), keep)
-
-
-def to_torch_transformer(model: Transformer) -> nn.Transformer:
-    """An nn.Transformer (ReLU, no dropout, batch first) holding `model`'s encoder and decoder weights. Chapter 8.
-
-    PyTorch packs q, k, v into one in_proj matrix; we keep three. Embeddings, positions and lm_head are not
-    part of nn.Transformer: it maps embedded (B, S, C), (B, T, C) to decoder outputs (B, T, C).
-    """
-    c = model.config
-    with warnings.catch_warnings():   # PyTorch's note that its nested-tensor fast path is off: not our concern
-        warnings.simplefilter("ignore")
-        ref = nn.Transformer(c.d_model, c.n_heads, c.n_layers, c.n_layers, c.d_ff or 4 * c.d_model, dropout=0.0,
-                             batch_first=True, norm_first=c.norm == "pre").to(model.lm_head.weight.device).eval()
-        ref.encoder.layers = nn.ModuleList(to_torch_encoder_layer(layer).eval() for layer in model.encoder)
-        ref.decoder.layers = nn.ModuleList(to_torch_decoder_layer(layer).eval() for layer in model.decoder)
-    ref.encoder.norm.load_state_dict(model.ln_enc.state_dict())
-    ref.decoder.norm.load_state_dict(model.ln_dec.state_dict())
-    return ref
-
-
-def transformer_params(vocab_size: int, d_model: int, d_ff: int, n_layers: int) -> int:
-    """Parameters of the paper's layout with one shared, tied vocabulary (biases and norms included). Chapter 8."""
-    attn = 4 * (d_model * d_model + d_model)             # q, k, v, out projections with biases
-    ffn = 2 * d_model * d_ff + d_ff + d_model
-    enc, dec = attn + ffn + 2 * 2 * d_model, 2 * attn + ffn + 3 * 2 * d_model
-    return vocab_size * d_model + n_layers * (enc + dec) + 2 * 2 * d_model   # + final norms of both stacks
-
-
-def check_transformer_params(fn) -> bool:
-    """Self-check for the chapter 8 exercise: fn(vocab_size, d_model, d_ff, n_layers) -> parameter count."""
-    for args in [(37000, 512, 2048, 6), (37000, 1024, 4096, 6), (23, 64, 128, 2), (10, 6, 7, 1)]:
-        want, got = transformer_params(*args), fn(*args)
-        if got != want:
-            raise AssertionError(f"(vocab_size, d_model, d_ff, n_layers) = {args}: expected {want:,}, got {got!r}. "
-                                 "Hints: every Linear has a bias; a decoder layer has two attentions and three "
-                                 "norms; the embedding is counted once; both stacks end with a LayerNorm.")
-    print("Correct: your count matches the model's in every case.")
-    return True
-
-
-def check_cross_attention(fn, seed: int = 0) -> bool:
-    """Self-check for the chapter 8 exercise: fn(y (B, T, C), memory (B, S, C), attn, keep (B, S)) -> weights
-    (B, H, T, S) of a book.attention.Attention `attn` used as cross-attention. Tried with B=2, T=5, S=7, H=3."""
-    torch.manual_seed(seed)
-    attn = Attention(12, 3, bias=True)
-    g = torch.Generator().manual_seed(seed)
-    y, memory = torch.randn(2, 5, 12, generator=g), torch.randn(2, 7, 12, generator=g)
-    keep = torch.ones(2, 7, dtype=torch.bool)
-    keep[1, 4:] = False
-    with torch.no_grad():
-        want = attn(y, memory, causal=False, mask=keep[:, None, None, :], need_weights=True)[1]
-        got = returned(fn(y, memory, attn, keep))
-    if tuple(got.shape) != (2, 3, 5, 7):
-        raise AssertionError(f"weights should have shape (B, H, T, S) = (2, 3, 5, 7), got {tuple(got.shape)}")
-    if not torch.allclose(got, want, atol=1e-5):
-        raise AssertionError("values differ. Hints: queries from y, keys from memory; scale by sqrt(D) with "
-                             "D = C // H; padding (keep False) gets -inf before the softmax over S.")
-    print("Correct: your cross-attention weights match Attention's.")
-    return True

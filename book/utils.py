@@ -19,11 +19,11 @@ from typing import Iterator, Optional
 import numpy as np
 import torch
 
-from .checks import positive_int, positive_number
+from .checks import positive_number
 
 __all__ = ["get_device", "seed_everything", "count_params", "timed", "glue", "gpu_scale",
            "step_budget", "smoke_run", "claim", "set_threads", "train_step", "adamw",
-           "output_dependence", "Diverged"]
+           "Diverged"]
 
 _DEVICES = ("cuda", "mps", "cpu")
 
@@ -381,21 +381,3 @@ def adamw(params, lr: float, weight_decay: float = 0.1, betas=(0.9, 0.99)) -> to
     groups = [{"params": [p for p in kept if p.dim() >= 2], "weight_decay": weight_decay},
               {"params": [p for p in kept if p.dim() < 2], "weight_decay": 0.0}]
     return torch.optim.AdamW([g for g in groups if g["params"]], lr=lr, betas=betas)
-
-
-@torch.no_grad()
-def output_dependence(run, T: int, vocab_size: int, seed: int = 0) -> torch.Tensor:
-    """Who may look at whom, read off a module -> (T_out, T) bool: does output position i of run(ids) change when
-    input token j of ids (1, T) is replaced by another? `run` maps (1, T) token ids to (1, T_out, ...) outputs.
-    A causal decoder gives the lower triangle, an encoder the full square, whatever its weights. Chapter 9."""
-    positive_int(T=T, vocab_size=vocab_size)
-    if vocab_size < 2:
-        raise ValueError(f"vocab_size must be >= 2 (each token is replaced by another one), got {vocab_size}")
-    ids = torch.randint(0, vocab_size, (1, T), generator=torch.Generator().manual_seed(seed))
-    base = run(ids)
-    out = []
-    for j in range(T):
-        other = ids.clone()
-        other[0, j] = (ids[0, j] + 1) % vocab_size
-        out.append((run(other) - base).flatten(2).abs().amax(-1)[0] > 1e-6)
-    return torch.stack(out, dim=1)

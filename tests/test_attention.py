@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.testing import assert_close
 
-from book.attention import (Attention, attention, causal_mask, check_attention, padding_mask,
-                            scaled_dot_product_attention, sliding_window_mask, to_torch_mha)
+from book.attention import (Attention, attention, causal_mask, padding_mask, scaled_dot_product_attention,
+                            sliding_window_mask, to_torch_mha)
+from book.chapters.ch04 import check_attention
 from book.kv_cache import Int8KVCache, KVCache
 
 B, H, TQ, TK, D, DV = 2, 3, 5, 7, 8, 4  # all distinct, T > 1
@@ -196,7 +197,7 @@ def test_check_attention_accepts_reference_and_rejects_wrong():
 
 
 def test_peak_cpu_memory_sees_the_quadratic_matrix_and_the_fused_kernel_avoids_it():
-    from book.attention import peak_cpu_memory
+    from book.chapters.ch04 import peak_cpu_memory
 
     T = 1024
     q = torch.randn(1, 1, T, 16)

@@ -4,7 +4,8 @@ its recorded result has the seeds, steps and models the chapter reads."""
 import pytest
 from nbtools import quick_benchmark
 
-from book.results import left_plateau, provenance, read_rows, seed_curves, seed_span, seed_verdict
+from book.results import left_plateau, provenance, read_rows, seed_span
+from book.chapters.ch09 import seed_curves, seed_verdict
 
 
 def test_three_families_quick_run_trains_every_family_and_both_translators():

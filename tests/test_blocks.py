@@ -6,8 +6,9 @@ import torch.nn as nn
 from torch.testing import assert_close
 
 from book.attention import causal_mask
-from book.blocks import DecoderBlock, TransformerBlock, to_torch_decoder_layer, to_torch_encoder_layer
-from book.exercises import block_params
+from book.blocks import DecoderBlock, TransformerBlock, to_torch_encoder_layer
+from book.chapters.ch08 import to_torch_decoder_layer
+from book.chapters.ch06 import block_params
 from book.kv_cache import KVCache
 
 B, T, C, H = 2, 5, 12, 3  # all distinct, T > 1

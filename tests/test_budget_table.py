@@ -41,7 +41,7 @@ def test_bad_rows_say_what_was_expected(rows, match):
 def test_leaderboard_bpc_reads_the_executors_record(tmp_path):
     import json
 
-    from book.results import leaderboard_bpc
+    from book.chapters.ch07 import leaderboard_bpc
 
     record = tmp_path / "runtimes.json"
     lstm = {"name": "char LSTM (128 units)", "val_bpc": 2.486}

@@ -1,10 +1,10 @@
 """Chapter 6's package additions: book.blocks.BlockLM (the ladder's language model, its residual stream) and
-book.tasks.repeat_batch (a task that needs two attention layers)."""
+book.chapters.ch06.repeat_batch (a task that needs two attention layers)."""
 import pytest
 import torch
 
 from book.blocks import BlockLM, TransformerBlock
-from book.tasks import repeat_batch
+from book.chapters.ch06 import repeat_batch
 
 LADDER_FLAGS = [dict(n_heads=1, use_ffn=False, residual=False, use_norm=False),
                 dict(n_heads=4, use_ffn=True, residual=True, use_norm=False),

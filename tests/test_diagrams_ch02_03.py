@@ -1,5 +1,6 @@
 """book.diagrams, chapters 2-3: the encoder-decoder with its one summary vector, and one attention step."""
-from book.diagrams import draw_bahdanau_attention, draw_rnn_encoder_decoder
+from book.chapters.ch02 import draw_rnn_encoder_decoder
+from book.chapters.ch03 import draw_bahdanau_attention
 from book.plots import to_png
 
 

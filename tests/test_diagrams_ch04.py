@@ -1,7 +1,7 @@
 """Chapter 4's diagram: the Q/K/V data flow draws, names every stage with its shape, and fits its canvas."""
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-from book.diagrams import draw_qkv_flow
+from book.chapters.ch04 import draw_qkv_flow
 from book.plots import to_png
 
 

@@ -1,5 +1,5 @@
 """Chapter 6's diagrams draw and carry their labels."""
-from book.diagrams import draw_head_split, draw_post_pre_norm
+from book.chapters.ch06 import draw_head_split, draw_post_pre_norm
 from book.plots import to_png
 
 

@@ -1,6 +1,6 @@
 """Chapter 7's diagram: the GPT stack with the KV cache draws, with its labels."""
 from book import plots
-from book.diagrams import draw_gpt_stack
+from book.chapters.ch07 import draw_gpt_stack
 
 
 def test_gpt_stack_diagram_has_its_parts():

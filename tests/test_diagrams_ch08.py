@@ -3,7 +3,9 @@ layer's cross-attention, and each attention labelled with its mask."""
 import pytest
 from matplotlib.patches import FancyArrowPatch
 
-from book.diagrams import MAX_DRAWN_LAYERS, MEMORY_ARROW, Diagram, UNIT_INCH, draw_encoder_decoder
+from book.diagrams import Diagram, UNIT_INCH
+from book.chapters.ch08 import MAX_DRAWN_LAYERS, MEMORY_ARROW
+from book.chapters.ch08 import draw_encoder_decoder
 from book.plots import PIXEL_RATIO, SCREEN_DPI, to_png
 
 

@@ -2,7 +2,8 @@
 from matplotlib.patches import FancyArrowPatch
 
 from book import plots
-from book.diagrams import RLHF_STEPS, draw_rlhf
+from book.chapters.ch09 import RLHF_STEPS
+from book.chapters.ch09 import draw_rlhf
 
 
 def test_rlhf_diagram_has_every_step_in_order_and_the_loop():

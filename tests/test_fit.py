@@ -226,7 +226,7 @@ def _chapter_models():
     """One of each model the chapters train with plain Adam (chapters 1, 4, 5, 6), seeded the same."""
     from book.attention import OneLayerAttention
     from book.blocks import TransformerBlock
-    from book.ngram import BigramLM
+    from book.chapters.ch01 import BigramLM
     from book.positional import POSITION_SCHEMES, CopyBackModel
 
     def seq(x):

@@ -7,16 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.testing import assert_close
 
-from book.generate import (
-    apply_temperature,
-    check_top_p,
-    generate,
-    greedy,
-    next_token_probs,
-    sample_next,
-    top_k_filter,
-    top_p_filter,
-)
+from book.generate import apply_temperature, generate, greedy, next_token_probs, sample_next, top_k_filter, top_p_filter
+from book.chapters.ch07 import check_top_p
 from book.gpt import GPT, GPTConfig
 
 B, T, C, H, V = 2, 5, 12, 3, 7  # all distinct, T > 1

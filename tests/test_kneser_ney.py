@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from book import ngram
+from book.chapters import ch01
 from book.data import load_shakespeare, shakespeare_split
 from book.tokenizers import CharTokenizer
 
@@ -112,16 +113,16 @@ def test_longest_seen_context_by_hand():
     (' a' ends the text, so nothing follows it). Validation "  aba" with max_len 2, positions 2, 3, 4:
     before 'a': '  ' unseen, ' ' seen -> 1; before 'b': ' a' unseen (never followed), 'a' seen -> 1;
     before 'a': ab -> 2."""
-    got = ngram.longest_seen_context(ABAB, torch.tensor([0, 0, 1, 2, 1]), 3, 2)
+    got = ch01.longest_seen_context(ABAB, torch.tensor([0, 0, 1, 2, 1]), 3, 2)
     assert got.tolist() == [1, 1, 2]
-    assert ngram.longest_seen_context(ABAB, torch.tensor([3, 3, 1]), 4, 1).tolist() == [0, 0]   # 3 never in train
+    assert ch01.longest_seen_context(ABAB, torch.tensor([3, 3, 1]), 4, 1).tolist() == [0, 0]   # 3 never in train
 
 
 def test_longest_seen_context_matches_a_loop_over_strings():
     text = load_shakespeare()[:30_000]
     tok = CharTokenizer.from_text(text)
     train, val = text[:25_000], text[25_000:26_000]
-    got = ngram.longest_seen_context(torch.tensor(tok.encode(train)), torch.tensor(tok.encode(val)), tok.vocab_size, 5)
+    got = ch01.longest_seen_context(torch.tensor(tok.encode(train)), torch.tensor(tok.encode(val)), tok.vocab_size, 5)
     body = train[:-1]                           # a context must be followed by a token
     want = [max(L for L in range(6) if L == 0 or val[t - L:t] in body) for t in range(5, len(val))]
     assert got.tolist() == want
@@ -133,31 +134,31 @@ def test_jelinek_mercer_by_hand():
     Context ' ' never seen: P2(a | ' ') = P1(a) = .41667.
     The unseen token ' ' after a: .5 * 0 + .5 * (.5 * 0 + .5/3)."""
     tables = {k: ngram.ngram_counts("abab", k) for k in (1, 2)}
-    assert ngram.jelinek_mercer_prob(tables, "a", "b", 3, 0.5) == pytest.approx(0.5 + 0.5 * (0.25 + 1 / 6))
-    assert ngram.jelinek_mercer_prob(tables, " ", "a", 3, 0.5) == pytest.approx(0.25 + 1 / 6)
-    assert ngram.jelinek_mercer_prob(tables, "a", " ", 3, 0.5) == pytest.approx(0.25 / 3)
-    probs = [ngram.jelinek_mercer_prob(tables, "b", w, 3, 0.7) for w in "ab "]
+    assert ch01.jelinek_mercer_prob(tables, "a", "b", 3, 0.5) == pytest.approx(0.5 + 0.5 * (0.25 + 1 / 6))
+    assert ch01.jelinek_mercer_prob(tables, " ", "a", 3, 0.5) == pytest.approx(0.25 + 1 / 6)
+    assert ch01.jelinek_mercer_prob(tables, "a", " ", 3, 0.5) == pytest.approx(0.25 / 3)
+    probs = [ch01.jelinek_mercer_prob(tables, "b", w, 3, 0.7) for w in "ab "]
     assert sum(probs) == pytest.approx(1.0)
 
 
 def test_jelinek_mercer_checker_accepts_the_reference_and_refuses_a_wrong_answer(capsys):
-    assert ngram.check_jelinek_mercer(ngram.jelinek_mercer_prob)
+    assert ch01.check_jelinek_mercer(ch01.jelinek_mercer_prob)
     assert "Correct" in capsys.readouterr().out
     no_skip = lambda tables, context, token, V, lam: lam * 0 + (1 - lam) / V      # noqa: E731
     with pytest.raises(AssertionError, match="Hint: start from 1/V"):
-        ngram.check_jelinek_mercer(no_skip)
+        ch01.check_jelinek_mercer(no_skip)
 
 
 def test_new_functions_refuse_bad_arguments():
     with pytest.raises(ValueError, match="more than max_len = 5"):
-        ngram.longest_seen_context(ABAB, torch.tensor([1, 2]), 3, 5)
+        ch01.longest_seen_context(ABAB, torch.tensor([1, 2]), 3, 5)
     with pytest.raises(ValueError, match=r"val_ids must lie in \[0, 3\)"):
-        ngram.longest_seen_context(ABAB, torch.tensor([1, 2, 7]), 3, 1)
+        ch01.longest_seen_context(ABAB, torch.tensor([1, 2, 7]), 3, 1)
     tables = {k: ngram.ngram_counts("abab", k) for k in (1, 2)}
     with pytest.raises(ValueError, match=r"lam must lie in \[0, 1\]"):
-        ngram.jelinek_mercer_prob(tables, "a", "b", 3, 1.5)
+        ch01.jelinek_mercer_prob(tables, "a", "b", 3, 1.5)
     with pytest.raises(ValueError, match="orders 1..n"):
-        ngram.jelinek_mercer_prob({2: tables[2]}, "a", "b", 3, 0.5)
+        ch01.jelinek_mercer_prob({2: tables[2]}, "a", "b", 3, 0.5)
 
 
 def test_add_k_scores_accept_counts_counted_once():
@@ -165,6 +166,6 @@ def test_add_k_scores_accept_counts_counted_once():
     for n in (1, 2, 3):
         counted = ngram.ngram_counts(text, n)
         assert ngram.ngram_bits(text, val, n, 6, counts=counted) == ngram.ngram_bits(text, val, n, 6)
-        assert ngram.ngram_stats(text, val, n, counts=counted) == ngram.ngram_stats(text, val, n)
+        assert ch01.ngram_stats(text, val, n, counts=counted) == ch01.ngram_stats(text, val, n)
     with pytest.raises(ValueError, match=r"counts must be ngram_counts\(train, 3\)"):
         ngram.ngram_bits(text, val, 3, 6, counts=ngram.ngram_counts(text, 2))

@@ -3,7 +3,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from book.exercises import check_kv_cache_bytes
+from book.chapters.ch07 import check_kv_cache_bytes
 from book.kv_cache import Int8KVCache, KVCache, kv_cache_bytes, quantize_int8
 
 B, H = 2, 3

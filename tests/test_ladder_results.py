@@ -1,7 +1,8 @@
 """book.results.ladder_best and range_verdict: how chapter 10 reads its rate-swept, seeded ladder."""
 import pytest
 
-from book.results import ladder_best, range_verdict
+from book.results import ladder_best
+from book.chapters.ch10 import range_verdict
 
 
 def _rows(rung, rate, steps, reached=(True, True, True), last=(1.88, 1.88, 1.88)):

@@ -1,5 +1,5 @@
 """Tests for book.layers (FFN, LayerNorm, RMSNorm: agreement with PyTorch, flags, argument errors) and the
-chapter 6 exercise checkers of book.exercises."""
+chapter 6 exercise checkers of book.chapters.ch06."""
 import pytest
 import torch
 import torch.nn as nn
@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.testing import assert_close
 
-from book.exercises import check_multi_head, check_rms_norm
+from book.chapters.ch06 import check_multi_head, check_rms_norm
 from book.layers import FeedForward, LayerNorm, RMSNorm
 
 B, T, C, H = 2, 5, 12, 3  # all distinct, T > 1

@@ -7,8 +7,10 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from book import ngram, plots, widgets
-from book.train import (History, check_bits_per_char, evaluate_lm, leaderboard_row, lm_loss, nats_to_bits,
-                        train_lm, warmup_cosine, LEADERBOARD_MIME)
+from book.chapters import ch01
+from book.train import (History, evaluate_lm, leaderboard_row, lm_loss, nats_to_bits, train_lm, warmup_cosine,
+                        LEADERBOARD_MIME)
+from book.chapters.ch01 import check_bits_per_char
 
 
 # ---- ngram -------------------------------------------------------------------
@@ -38,13 +40,13 @@ def test_bigram_log_probs_rejects_negative_smoothing():
 
 
 def test_neural_bigram_starts_uniform_and_nll_bits():
-    m = ngram.BigramLM(4)
+    m = ch01.BigramLM(4)
     logits = m(torch.tensor([[0, 1, 2]]))
     assert logits.shape == (1, 3, 4)
     uniform = torch.full((4, 4), math.log(1 / 4))
     assert ngram.nll_bits(uniform, torch.tensor([0, 1, 2, 3])) == pytest.approx(2.0)
     with pytest.raises(ValueError, match="vocab_size must be a positive int, got 0"):
-        ngram.BigramLM(0)
+        ch01.BigramLM(0)
 
 
 def test_sample_bigram_follows_a_deterministic_table():
@@ -57,25 +59,25 @@ def test_sample_bigram_follows_a_deterministic_table():
 def test_ngram_counts_stats_and_bits():
     grams, contexts = ngram.ngram_counts("abab", 2)
     assert grams == Counter({("a", "b"): 2, ("b", "a"): 1}) and contexts == Counter({("a",): 2, ("b",): 1})
-    s = ngram.ngram_stats("abab", "abc", 2)
+    s = ch01.ngram_stats("abab", "abc", 2)
     assert s["contexts"] == 2 and s["table_entries"] == 2 and s["full_table"] == 4
     assert s["unseen_rate"] == pytest.approx(0.0)
-    assert ngram.ngram_stats("abab", "cc", 2)["unseen_rate"] == 1.0
+    assert ch01.ngram_stats("abab", "cc", 2)["unseen_rate"] == 1.0
     # with huge k everything is uniform: log2(V) bits
     assert ngram.ngram_bits("abab", "abba", 2, 4, k=1e9) == pytest.approx(2.0)
     with pytest.raises(ValueError, match="n must be a positive int, got 0"):
         ngram.ngram_counts("ab", 0)
     with pytest.raises(ValueError, match="n must be a positive int, got 0"):
-        ngram.ngram_stats("ab", "ab", 0)
+        ch01.ngram_stats("ab", "ab", 0)
     with pytest.raises(ValueError, match="k must be a number > 0"):
         ngram.ngram_log_prob(grams, contexts, ("a",), "b", 2, k=0)
 
 
 def test_exercise_checks_accept_reference_and_reject_wrong(capsys):
-    assert ngram.check_ngram_log_prob(ngram.ngram_log_prob)
+    assert ch01.check_ngram_log_prob(ngram.ngram_log_prob)
     wrong = lambda c, cc, ctx, tok, V, k: math.log((c.get(tuple(ctx) + (tok,), 0) + k) / (cc.get(tuple(ctx), 0) + k))
     with pytest.raises(AssertionError, match="Hint"):
-        ngram.check_ngram_log_prob(wrong)
+        ch01.check_ngram_log_prob(wrong)
     assert check_bits_per_char(lambda p: (-torch.log2(p)).mean())
     with pytest.raises(AssertionError, match="log2"):
         check_bits_per_char(lambda p: (-torch.log(p)).mean())

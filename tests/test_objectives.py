@@ -5,8 +5,8 @@ import torch.nn as nn
 from torch.testing import assert_close
 
 from book.bert import BERT, EncoderConfig
-from book.objectives import (IGNORE, PretrainVocab, causal_lm_batch, check_mask_tokens, mask_tokens, span_corrupt,
-                             span_layout)
+from book.objectives import IGNORE, PretrainVocab, mask_tokens, span_corrupt, span_layout
+from book.chapters.ch09 import check_mask_tokens
 
 VOCAB = PretrainVocab(65)
 
@@ -50,11 +50,6 @@ def test_check_mask_tokens_accepts_the_package_and_rejects_a_wrong_rule():
     assert check_mask_tokens(lambda ids, v, g: mask_tokens(ids, v, generator=g)[:2])
     with pytest.raises(AssertionError, match="chosen: expected 15%"):
         check_mask_tokens(lambda ids, v, g: mask_tokens(ids, v, p=0.3, generator=g)[:2])
-
-
-def test_causal_lm_batch_shifts_by_one():
-    x, y = causal_lm_batch(torch.arange(10).view(2, 5))
-    assert x.tolist() == [[0, 1, 2, 3], [5, 6, 7, 8]] and y.tolist() == [[1, 2, 3, 4], [6, 7, 8, 9]]
 
 
 def _restore(enc, tgt, vocab):
@@ -116,7 +111,6 @@ def test_span_corruption_worked_example():
     (lambda: mask_tokens(_ids(2, 5), VOCAB, mask_frac=0.95, random_frac=0.1), ValueError, "at most 1"),
     (lambda: span_corrupt(_ids(2, 64), PretrainVocab(65, n_sentinels=2)), ValueError, "need 4 sentinels"),
     (lambda: span_corrupt(_ids(2, 64), VOCAB, mean_span=0), ValueError, "mean_span must be"),
-    (lambda: causal_lm_batch(torch.zeros(2, 1, dtype=torch.long)), ValueError, "(B, T + 1)"),
     (lambda: PretrainVocab(0), ValueError, "n_chars must be a positive int"),
     (lambda: EncoderConfig(vocab_size=10, d_model=30, n_heads=4), ValueError, "d_model must be divisible by n_heads"),
     (lambda: _bert()(torch.zeros(1, 40, dtype=torch.long)), ValueError, "longer than context_len=32"),

@@ -7,9 +7,9 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from book.positional import (LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding,
-                             apply_rotary, check_shift_matrix, pair_frequencies, rope_rotation_matrix,
-                             sinusoidal_shift_matrix, sinusoidal_table)
+from book.positional import (LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding, apply_rotary,
+                             pair_frequencies, sinusoidal_table)
+from book.chapters.ch05 import check_shift_matrix, rope_rotation_matrix, sinusoidal_shift_matrix
 
 B, H, T, D, C = 2, 3, 5, 8, 12  # all distinct, T > 1
 
@@ -164,8 +164,9 @@ def test_check_shift_matrix_accepts_reference_and_rejects_wrong():
         check_shift_matrix(lambda k, d: torch.eye(d + 1))
 
 
-# ---- the chapter 5 order task (book.tasks.bites_batch) ----------------------------------------
-from book.tasks import BITES_VOCAB, bites_batch  # noqa: E402
+# ---- the chapter 5 order task (book.chapters.ch05.bites_batch) ------------------------------------
+from book.tasks import BITES_VOCAB  # noqa: E402
+from book.chapters.ch05 import bites_batch  # noqa: E402
 
 
 def test_bites_batch_answer_is_the_noun_before_the_verb():
@@ -279,7 +280,7 @@ def test_copy_back_model_bad_inputs():
 
 
 def test_check_rotate_half_accepts_the_neox_layout_and_rejects_the_interleaved_one():
-    from book.positional import check_rotate_half
+    from book.chapters.ch05 import check_rotate_half
 
     def rotate_half_rope(x, offset):
         D = x.shape[-1]

@@ -7,8 +7,8 @@ import torch
 from book.bert import BERT, EncoderConfig
 from book.gpt import GPT, GPTConfig
 from book.objectives import IGNORE, PretrainVocab
-from book.pretrain import (answer, continuation_bits, fill_blank, finetune, instruction_batch, objective_loss,
-                           pretrain, word_rate, write)
+from book.pretrain import answer, continuation_bits, fill_blank, pretrain, write
+from book.chapters.ch09 import finetune, instruction_batch, objective_loss, word_rate
 from book.transformer import Transformer, TransformerConfig
 
 VOCAB = PretrainVocab(11, n_sentinels=6)
@@ -290,7 +290,7 @@ def test_stream_translator_rejects_bad_inputs():
 
 
 def test_induction_scores_find_the_previous_token_and_the_induction_pattern():
-    from book.pretrain import induction_scores
+    from book.chapters.ch09 import induction_scores
 
     T, first, second, length = 12, 1, 6, 5
     prev = torch.zeros(2, 3, T, T)                                   # (B, H, T, T): every row on t - 1
@@ -313,7 +313,7 @@ def test_induction_scores_find_the_previous_token_and_the_induction_pattern():
     (0, 3, 5, "two copies inside the window"), (0, 8, 5, "two copies inside the window"),
     (0, 6, 1, "length >= 2"), (-1, 6, 3, "first must be an int >= 0")])
 def test_induction_scores_reject_bad_positions(first, second, length, match):
-    from book.pretrain import induction_scores
+    from book.chapters.ch09 import induction_scores
 
     with pytest.raises(ValueError, match=match):
         induction_scores(torch.zeros(1, 1, 1, 12, 12), first, second, length)

@@ -1,4 +1,4 @@
-"""Chapter 9's helpers in the package: who may look at whom (book.utils.output_dependence), the instruction
+"""Chapter 9's helpers in the package: who may look at whom (book.chapters.ch09.output_dependence), the instruction
 pairs of the SFT section, and the copy test's rows and bits (book.pretrain)."""
 import math
 
@@ -7,8 +7,9 @@ import torch
 
 from book.bert import BERT, EncoderConfig
 from book.gpt import GPT, GPTConfig
-from book.pretrain import instruction_pairs, passage_bits, repeated_passages
-from book.utils import output_dependence
+from book.pretrain import passage_bits
+from book.chapters.ch09 import instruction_pairs, repeated_passages
+from book.chapters.ch09 import output_dependence
 
 TINY = dict(context_len=5, d_model=16, n_heads=2, n_layers=1)
 
@@ -59,7 +60,7 @@ def test_passage_bits_is_the_mean_cost_of_the_passage_after_its_first_character(
 
 
 def test_letter_copies_repeat_the_letters_after_the_colon_and_answer_scores_count_exact_matches():
-    from book.pretrain import answer_scores, letter_copies
+    from book.chapters.ch09 import answer_scores, letter_copies
     s = letter_copies(torch.arange(3, 9), 4, 5, torch.Generator().manual_seed(0), colon=1, newline=2)
     assert s.shape == (5, 10) and torch.equal(s[:, :4], s[:, 5:9])
     assert (s[:, 4] == 1).all() and (s[:, 9] == 2).all() and ((s[:, :4] >= 3) & (s[:, :4] < 9)).all()
@@ -79,7 +80,7 @@ def test_letter_copies_repeat_the_letters_after_the_colon_and_answer_scores_coun
 
 
 def test_head_patterns_find_the_head_that_shows_each_pattern():
-    from book.pretrained import head_patterns
+    from book.chapters.ch09 import head_patterns
     T = 5
     tokens = ["[CLS]", "cat", "sat", "it", "[SEP]"]
     prev = torch.zeros(T, T)

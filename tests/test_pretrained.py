@@ -1,4 +1,4 @@
-"""book.pretrained: all-MiniLM-L6-v2 loaded into book.bert.BERT. Chapter 9.
+"""book.chapters.ch09 (the real pretrained encoder): all-MiniLM-L6-v2 loaded into book.bert.BERT. Chapter 9.
 
 The reference is Hugging Face `transformers`' own BertModel (pinned in requirements.txt), loaded from the same
 files: it installs cleanly beside the pinned torch and numpy, and it is the implementation the checkpoint was
@@ -14,8 +14,8 @@ from torch.testing import assert_close
 
 from book import count_params
 from book.bert import BERT, EncoderConfig
-from book.pretrained import (bert_key_map, config_from_hf, load_bert_weights, load_minilm, mean_pooled,
-                             minilm_dir, sentence_embeddings, word_vector)
+from book.chapters.ch09 import (bert_key_map, config_from_hf, load_bert_weights, load_minilm, mean_pooled, minilm_dir,
+                                sentence_embeddings, word_vector)
 
 SENTENCES = ["The quick brown fox jumps over the lazy dog.", "Attention is all you need!",
              "Tokenization splits unbelievably long words into word pieces, doesn't it?"]

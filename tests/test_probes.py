@@ -14,7 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from book import ngram
-from book.results import range_verdict, seed_span, seed_verdict
+from book.chapters import ch01
+from book.results import seed_span
+from book.chapters.ch09 import seed_verdict
+from book.chapters.ch10 import range_verdict
 
 V = 10
 
@@ -55,7 +58,7 @@ def test_ngram_functions_give_the_same_numbers_on_tensors_and_lists():
     train, val = [0, 1, 2, 3, 4] * 40, [0, 1, 2, 3, 4, 0, 1]
     tt, tv = torch.tensor(train), torch.tensor(val)
     assert ngram.ngram_bits(tt, tv, 3, 5) == ngram.ngram_bits(train, val, 3, 5) < 0.1
-    assert ngram.ngram_stats(tt, tv, 3) == ngram.ngram_stats(train, val, 3)
+    assert ch01.ngram_stats(tt, tv, 3) == ch01.ngram_stats(train, val, 3)
     assert ngram.ngram_counts(tt, 2) == ngram.ngram_counts(train, 2)
 
 
@@ -67,7 +70,7 @@ def test_ngram_bits_on_tensors_equals_lists(train, val, n):
 
 
 @pytest.mark.parametrize("call, exc, fragment", [
-    (lambda: ngram.ngram_stats([], [0, 1], 2), ValueError, "train must hold at least one token"),
+    (lambda: ch01.ngram_stats([], [0, 1], 2), ValueError, "train must hold at least one token"),
     (lambda: ngram.ngram_bits([0, 1, 2], [0, 1, 2], 2, 1), ValueError, "vocab_size must count every symbol"),
     (lambda: ngram.ngram_counts(torch.zeros(2, 3, dtype=torch.long), 2), ValueError, "ids must be 1-D"),
     (lambda: ngram.ngram_counts(torch.rand(5), 2), TypeError, "ids must hold integer token ids"),
@@ -251,7 +254,7 @@ def test_sampling_from_no_distribution_says_so(logits):
 
 def _nonsense():
     from book.data import get_batch, shakespeare_split
-    from book.exercises import block_params
+    from book.chapters.ch06 import block_params
     from book.gpt import GPTConfig
     from book.kv_cache import kv_cache_bytes
     from book.layers import swiglu_hidden
@@ -260,7 +263,7 @@ def _nonsense():
     from book.tasks import sequence_accuracy
     from book.tokenizers import CharTokenizer
     from book.train import leaderboard_row
-    from book.utils import output_dependence
+    from book.chapters.ch09 import output_dependence
     return [
         ("block_params(0)", lambda: block_params(0), ValueError, "d_model must be a positive int, got 0"),
         ("block_params(-4)", lambda: block_params(-4), ValueError, "d_model must be a positive int, got -4"),
@@ -344,7 +347,7 @@ def test_provenance_refuses_a_corrupt_record(tmp_path, content, fragment):
 @pytest.mark.parametrize("content, fragment", [('{"ch01": {"leader', "is not valid JSON"),
                                                 ("[1, 2]", "must map each chapter")])
 def test_leaderboard_bpc_refuses_a_corrupt_record(tmp_path, content, fragment):
-    from book.results import leaderboard_bpc
+    from book.chapters.ch07 import leaderboard_bpc
     path = tmp_path / "runtimes.json"
     path.write_text(content)
     with pytest.raises(ValueError, match=fragment):
@@ -363,7 +366,8 @@ def test_budget_summary_refuses_bad_rows(row, fragment):
 
 
 def test_seed_curves_and_left_plateau_refuse_nonsense():
-    from book.results import left_plateau, seed_curves
+    from book.results import left_plateau
+    from book.chapters.ch09 import seed_curves
     with pytest.raises(ValueError, match="an integer seed and step"):
         seed_curves([dict(family="T5", seed="x", step="1", fill="0.5")], "fill")
     with pytest.raises(ValueError, match="base must be a finite number"):
@@ -385,7 +389,7 @@ def _models():
         ("BlockLM", lambda ids: BlockLM(V, 8, 16, 1, 2)(ids), "idx"),
         ("OneLayerAttention", lambda ids: OneLayerAttention(V, d=8)(ids), "x"),
         ("CopyBackModel", lambda ids: CopyBackModel(V, "none", 8, 2, 8)(ids), "x"),
-        ("BigramLM", lambda ids: ngram.BigramLM(V)(ids), "idx"),
+        ("BigramLM", lambda ids: ch01.BigramLM(V)(ids), "idx"),
         ("Seq2Seq src", lambda ids: s2s(ids, ok), "src"),
         ("Seq2Seq tgt_in", lambda ids: s2s(ok, ids), "tgt_in"),
         ("Seq2Seq.greedy", lambda ids: s2s.greedy(ids, 3), "src"),
@@ -503,14 +507,14 @@ def test_generate_checks_the_prompt_once(host_reads):
 # ---- F9: exercise checkers given an unfinished answer ---------------------------------------------------------------
 
 def _checkers():
-    from book.attention import check_attention
-    from book.exercises import check_multi_head, check_rms_norm
-    from book.generate import check_top_p
-    from book.objectives import check_mask_tokens
-    from book.positional import check_shift_matrix
-    from book.rnn import check_lstm_step
-    from book.seq2seq import check_general_score
-    from book.transformer import check_cross_attention
+    from book.chapters.ch04 import check_attention
+    from book.chapters.ch06 import check_multi_head, check_rms_norm
+    from book.chapters.ch07 import check_top_p
+    from book.chapters.ch09 import check_mask_tokens
+    from book.chapters.ch05 import check_shift_matrix
+    from book.chapters.ch02 import check_lstm_step
+    from book.chapters.ch03 import check_general_score
+    from book.chapters.ch08 import check_cross_attention
     return [check_attention, check_top_p, check_multi_head, check_rms_norm, check_general_score,
             check_cross_attention, check_mask_tokens, check_lstm_step, check_shift_matrix]
 
@@ -523,8 +527,8 @@ def test_a_checker_given_none_hints_at_a_missing_return(checker):
 
 @pytest.mark.parametrize("checker", ["check_mask_tokens", "check_lstm_step"])
 def test_a_checker_expecting_two_values_says_so(checker):
-    from book.objectives import check_mask_tokens
-    from book.rnn import check_lstm_step
+    from book.chapters.ch09 import check_mask_tokens
+    from book.chapters.ch02 import check_lstm_step
     fn = {"check_mask_tokens": check_mask_tokens, "check_lstm_step": check_lstm_step}[checker]
     with pytest.raises(AssertionError, match="should return two values"):
         fn(lambda *args: torch.zeros(2))
@@ -620,7 +624,7 @@ def _more_unclear():
     from book.generate import top_k_filter, top_p_filter
     from book.optim import build_optimizer
     from book.plots import new_figure, token_labels
-    from book.pretrain import finetune, instruction_batch, letter_copies
+    from book.chapters.ch09 import finetune, instruction_batch, letter_copies
     from book.rnn import RNN, CharRNN, RNNCell
     from book.seq2seq import AdditiveAttention, Seq2SeqConfig, build_seq2seq
     from book.tasks import copy_back_batch

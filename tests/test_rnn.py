@@ -3,9 +3,9 @@ import pytest
 import torch
 import torch.nn as nn
 
-from book.rnn import (RNN, CharRNN, RNNCell, check_lstm_step, gradient_by_distance, input_gradients,
-                      recall_accuracy, train_recall, curriculum_max_distance, train_recall_many,
-                      recall_many_accuracy)
+from book.rnn import (RNN, CharRNN, RNNCell, gradient_by_distance, input_gradients, recall_accuracy, train_recall,
+                      curriculum_max_distance, train_recall_many, recall_many_accuracy)
+from book.chapters.ch02 import check_lstm_step
 
 B, T, D, H = 2, 5, 3, 4     # all distinct
 

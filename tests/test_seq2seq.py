@@ -6,8 +6,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from book.seq2seq import (AdditiveAttention, Decoder, Encoder, MultiplicativeAttention, Seq2Seq,
-                          Seq2SeqConfig, build_seq2seq, check_general_score, train_seq2seq)
+from book.seq2seq import (AdditiveAttention, Decoder, Encoder, MultiplicativeAttention, Seq2Seq, Seq2SeqConfig,
+                          build_seq2seq, train_seq2seq)
+from book.chapters.ch03 import check_general_score
 from book.tasks import BOS, EOS, PAD, ToyTranslation
 
 B, S, D_DEC, D_ENC, D_ATT = 2, 5, 3, 8, 4     # all distinct, so transposes cannot hide

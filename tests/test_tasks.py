@@ -6,9 +6,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from book.tasks import (BOS, EOS, PAD, ToyTranslation, bites_batch, evaluate_translation, position_accuracy,
-                        recall_batch, recall_many_batch,
-                        sequence_accuracy)
+from book.tasks import (BOS, EOS, PAD, ToyTranslation, evaluate_translation, position_accuracy, recall_batch,
+                        recall_many_batch, sequence_accuracy)
+from book.chapters.ch05 import bites_batch
 
 TASK = ToyTranslation()
 
@@ -211,7 +211,7 @@ def test_alignment_rejects_non_sentences(bad):
 
 
 def test_needle_batch_puts_one_value_k_steps_before_the_end():
-    from book.tasks import needle_batch
+    from book.chapters.ch10 import needle_batch
     x, y, k = needle_batch(32, 10, n_values=4, generator=torch.Generator().manual_seed(0))
     assert x.shape == (32, 10) and y.shape == k.shape == (32,)
     assert ((x != 4).sum(1) == 1).all()                         # exactly one needle per row, the rest filler
@@ -226,7 +226,7 @@ def test_needle_batch_puts_one_value_k_steps_before_the_end():
                                            (dict(batch_size=0, seq_len=5), "batch_size must be a positive int"),
                                            (dict(batch_size=2, seq_len=5, n_values=1), "n_values >= 2")])
 def test_needle_batch_bad_arguments(kwargs, match):
-    from book.tasks import needle_batch
+    from book.chapters.ch10 import needle_batch
     with pytest.raises(ValueError, match=match):
         needle_batch(**kwargs)
 

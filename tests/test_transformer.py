@@ -6,7 +6,8 @@ from torch.testing import assert_close
 
 from book.generate import greedy_translate
 from book.attention import causal_mask
-from book.transformer import Transformer, TransformerConfig, to_torch_transformer
+from book.transformer import Transformer, TransformerConfig
+from book.chapters.ch08 import to_torch_transformer
 
 B, S, T, C, H, F, L, V_SRC, V_TGT = 2, 7, 5, 24, 3, 40, 2, 11, 13   # all distinct, T > 1
 
@@ -125,7 +126,8 @@ def test_bad_inputs(make, error, match):
 
 
 def test_count_and_checkers():
-    from book.transformer import check_cross_attention, check_transformer_params, transformer_params
+    from book.chapters.ch08 import transformer_params
+    from book.chapters.ch08 import check_cross_attention, check_transformer_params
     cfg = TransformerConfig(37000, 37000, d_model=64, n_heads=4, n_layers=3, d_ff=96, share_embeddings=True,
                             tie_output=True)
     with torch.device("meta"):

@@ -145,12 +145,12 @@ pytest_cmd=("$py" -m pytest -o addopts= -p no:cacheprovider --nbval --nbval-curr
             --junitxml="$work/junit.xml")
 
 # chapter 9's pretrained section needs the weights package (88 MB, too big to carry): where it is missing, that
-# section's cells (from the heading above the cell importing book.pretrained to the next heading) are deselected
+# section's cells (from the heading above the cell that imports load_minilm to the next heading) are deselected
 mapfile -t pretrained_cells < <("$py" - "${chapters[@]}" <<'EOF'
 import json, re, sys
 for path in sys.argv[1:]:
     cells = json.load(open(path))["cells"]
-    uses = [i for i, c in enumerate(cells) if c["cell_type"] == "code" and "book.pretrained" in "".join(c["source"])]
+    uses = [i for i, c in enumerate(cells) if c["cell_type"] == "code" and "load_minilm" in "".join(c["source"])]
     if not uses:
         continue
     heading = lambda c: c["cell_type"] == "markdown" and re.match(r"##? ", "".join(c["source"]))

@@ -1,0 +1,102 @@
+"""Chapter 3, Bahdanau attention: its drawing and the general-score exercise checker.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..checks import returned
+from ..diagrams import Diagram, ROLES, _SRC
+
+__all__ = ["draw_bahdanau_attention", "check_general_score"]
+
+
+def _bidirectional_row(d: Diagram, xs, y_tok: float, y_h: float, y_cat: float) -> None:
+    """Source words under a bidirectional GRU: a forward state and a backward state per word (the forward chain's
+    arrows point right, the backward chain's left), concatenated into h_i = [forward; backward]."""
+    rnn = ROLES["rnn"][1]
+    for i, (x, word) in enumerate(zip(xs, _SRC)):
+        d.box(x, y_tok, word, role="token", w=1.25)
+        d.box(x - 0.42, y_h, rf"$\overrightarrow{{h}}_{i + 1}$", role="rnn", w=0.84, h=0.7)
+        d.box(x + 0.42, y_h, rf"$\overleftarrow{{h}}_{i + 1}$", role="rnn", w=0.84, h=0.7)
+        d.arrow((x - 0.2, y_tok + 0.35), (x - 0.42, y_h - 0.35))                # the word into both directions
+        d.arrow((x + 0.2, y_tok + 0.35), (x + 0.42, y_h - 0.35))
+        d.box(x, y_cat, f"$h_{i + 1}$", role="memory", w=1.3, h=0.6)
+        d.arrow((x - 0.42, y_h + 0.35), (x - 0.3, y_cat - 0.3), color=rnn)     # concatenated
+        d.arrow((x + 0.42, y_h + 0.35), (x + 0.3, y_cat - 0.3), color=rnn)
+        if i:
+            d.arrow((xs[i - 1] + 0.84, y_h + 0.15), (x - 0.84, y_h + 0.15), color=rnn)   # forward: left to right
+            d.arrow((x - 0.84, y_h - 0.15), (xs[i - 1] + 0.84, y_h - 0.15), color=rnn)   # backward: right to left
+
+
+def draw_bahdanau_attention():
+    """Chapter 3: one decoder step with additive attention (Bahdanau et al., 2014).
+
+    A bidirectional GRU reads the source both ways; h_i joins its forward and backward states. The previous decoder
+    state s_{t-1} scores every h_i (e_ti = v_a^T tanh(W_a s_{t-1} + U_a h_i)), a softmax turns the scores into
+    weights alpha_ti, and each h_i (the values) reaches the sum through its weight: c_t = sum_i alpha_ti h_i. The GRU
+    step reads y_{t-1} and c_t; the next word is predicted from [s_t; c_t]. Returns a matplotlib Figure.
+    """
+    d = Diagram(18, 11.4, title="One decoder step with Bahdanau attention: a weighted sum of every encoder state")
+    xs, mem, att = [1.3, 3.6, 5.9, 8.2], ROLES["memory"][1], ROLES["attn"][1]
+    y_cat, y_q, y_e, y_soft, y_a, y_mul, y_c = 3.35, 4.3, 5.2, 6.25, 7.3, 8.45, 9.75
+    _bidirectional_row(d, xs, 0.6, 2.05, y_cat)
+    d.group(0.2, 0.1, 9.3, 2.6, role="rnn")
+    d.text(9.55, 1.45, "bidirectional GRU encoder:\n→ reads left to right,\n← right to left",
+           fontsize=8, ha="left", color=ROLES["rnn"][1])
+    d.text(9.55, y_cat, r"$h_i = [\overrightarrow{h}_i; \overleftarrow{h}_i]$: all kept", fontsize=8, ha="left",
+           color=mem)
+    dec = 15.6
+    d.box(dec, y_q, "$s_{t-1}$", role="rnn", w=1.3)
+    d.text(dec + 0.05, y_q - 0.75, "previous decoder\nstate (the query)", fontsize=8, italic=True)
+    d.line([(dec - 0.65, y_q), (xs[0] - 0.55, y_q)], color=att)
+    for i, x in enumerate(xs):
+        d.box(x - 0.3, y_e, f"$e_{{t{i + 1}}}$", role="attn", w=1.1)
+        d.arrow((x - 0.15, y_cat + 0.3), (x - 0.15, y_e - 0.35))                 # h_i into its score (the key)
+        d.arrow((x - 0.55, y_q), (x - 0.55, y_e - 0.35), color=att)             # s_{t-1} into every score
+        d.arrow((x - 0.3, y_e + 0.35), (x - 0.3, y_a - 0.35))
+        d.box(x - 0.3, y_a, rf"$\alpha_{{t{i + 1}}}$", role="attn", w=1.1)
+        d.circle(x + 0.5, y_mul, r"$\times$", r=0.24, role="memory")
+        d.arrow((x - 0.3, y_a + 0.35), (x + 0.3, y_mul - 0.1), color=att)      # the weight ...
+        d.arrow((x + 0.5, y_cat + 0.3), (x + 0.5, y_mul - 0.24), color=mem, width=2.0)   # ... times the value h_i
+    d.group(xs[0] - 1.0, y_soft - 0.3, xs[-1] + 0.35, y_soft + 0.3, role="attn")
+    d.text(9.55, y_soft, "softmax over $i$ (all scores together)", fontsize=8, ha="left", color=att)
+    d.text(9.55, y_mul, r"each value $h_i$ times its weight $\alpha_{ti}$", fontsize=8, ha="left", color=mem)
+    d.text(9.55, y_e, "scores\n" r"$e_{ti} = v_a^\top \tanh(W_a s_{t-1} + U_a h_i)$", fontsize=8, ha="left")
+    d.text(9.55, y_a, "weights $\\alpha_{ti} > 0$,\nsumming to 1 over $i$", fontsize=8, ha="left")
+    sum_xy = (10.4, y_c)
+    d.circle(*sum_xy, text=r"$\Sigma$", r=0.3, role="memory")
+    for x in xs:
+        d.arrow((x + 0.5, y_mul + 0.24), (sum_xy[0] - 0.3, sum_xy[1]), color=mem, curve=-0.12)
+    d.text(4.6, 10.75, r"context $c_t = \sum_i \alpha_{ti} h_i$: the encoder states (values), weighted and summed",
+           fontsize=8, color=mem)
+    c_xy = (12.0, y_c)
+    d.box(*c_xy, "$c_t$", role="memory", w=1.0, bold=True)
+    d.arrow((sum_xy[0] + 0.3, sum_xy[1]), (c_xy[0] - 0.5, c_xy[1]))
+    gru = (dec, 7.0)
+    d.box(*gru, "GRU step\n→ $s_t$", role="rnn", w=1.5, h=0.9)
+    d.arrow((c_xy[0] + 0.2, c_xy[1] - 0.35), (gru[0] - 0.75, gru[1] + 0.2), color=mem)
+    d.arrow((dec, y_q + 0.35), (gru[0], gru[1] - 0.45))
+    d.box(17.25, gru[1], "$y_{t-1}$", role="token", w=1.1)
+    d.arrow((16.7, gru[1]), (gru[0] + 0.75, gru[1]))
+    out = (dec, y_c)
+    d.box(*out, "predict from\n$[s_t; c_t]$", role="plain", w=1.9, h=0.9)
+    d.arrow((gru[0], gru[1] + 0.45), (out[0], out[1] - 0.45), text="$s_t$", text_offset=(0.3, -0.1))
+    d.arrow((c_xy[0] + 0.5, c_xy[1]), (out[0] - 0.95, out[1]), color=mem)
+    d.box(dec, 10.95, "$y_t$", role="token", w=1.1)
+    d.arrow((dec, out[1] + 0.45), (dec, 10.6))
+    return d.figure
+
+
+def check_general_score(fn) -> bool:
+    """Self-check for the Chapter 3 exercise: fn(s (B, Ddec), H (B, S, Denc), W (Ddec, Denc)) -> (B, S)
+    must equal the scores s^T W h_i. Raises AssertionError with a hint otherwise."""
+    g = torch.Generator().manual_seed(0)
+    s, H, W = torch.randn(2, 3, generator=g), torch.randn(2, 5, 4, generator=g), torch.randn(3, 4, generator=g)
+    out = returned(fn(s, H, W))
+    # explicit raises, not `assert`: the check must still reject wrong answers under `python -O`
+    if tuple(out.shape) != (2, 5):
+        raise AssertionError(f"scores should have shape (B, S) = (2, 5), got {tuple(out.shape)}")
+    want = torch.einsum("bd,de,bse->bs", s, W, H)
+    if not torch.allclose(out, want, atol=1e-5):
+        raise AssertionError("shape is right but values differ: score_i = s^T W h_i")
+    return True
