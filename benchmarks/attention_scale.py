@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from bench_common import ROOT, char_corpus, parser, record
 from book.attention import OneLayerAttention
 from book.data import get_batch
+from book.optim import build_optimizer
 from book.train import fit
 
 RESULTS = ROOT / "book" / "results" / "attention_scale.csv"
@@ -65,7 +66,7 @@ def run(scaled: bool, lr: float, seed: int, args, train, val_batch, vocab: int):
     points = [(0, measure(model, val_batch))]                        # untrained: where each setting starts
     gen = torch.Generator().manual_seed(seed)
     hist = fit(model, lambda: twice(train, BATCH, gen), loss_fn=second_copy_loss, steps=args.steps,
-               optimizer=torch.optim.Adam(model.parameters(), lr=lr), schedule="constant",
+               optimizer=build_optimizer(model, "adam", lr=lr), schedule="constant",
                eval_fn=lambda m: measure(m, val_batch), eval_every=args.every, progress=False)
     points += list(hist.val)
     return [dict(scaled=int(scaled), lr=lr, seed=seed, step=step, val_loss=round(m[0], 4), val_acc=round(m[1], 4),

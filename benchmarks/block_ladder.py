@@ -59,7 +59,8 @@ def train_rung(flags, lr, seed, args, train, val, V):
     gen = seed_everything(seed)
     lm = BlockLM(V, CONTEXT, args.d_model, args.layers, **flags)
     train_lm(lm, train, val, steps=args.steps, batch_size=BATCH, context_len=CONTEXT, lr=lr, warmup=args.warmup,
-             grad_clip=1.0, eval_batches=1, generator=gen, progress=False)
+             grad_clip=1.0, eval_batches=1, generator=gen, progress=False,
+             on_nonfinite="continue")   # as recorded: a diverged rung trains on and scores NaN, counted diverged
     val_bpc = nats_to_bits(evaluate_lm(lm, val, 64, CONTEXT, args.eval_batches,
                                        generator=torch.Generator().manual_seed(1234)))
     x, _ = get_batch(val, 64, CONTEXT, torch.Generator().manual_seed(1234))
@@ -96,7 +97,7 @@ def warmup(args, train, val, V):
                 hist = train_lm(lm, train, val, steps=args.warm_steps, batch_size=BATCH, context_len=CONTEXT, lr=lr,
                                 warmup=args.warm_warmup if warm else 0, grad_clip=1.0,
                                 eval_every=max(1, args.warm_steps // 10), eval_batches=max(1, args.eval_batches // 2),
-                                generator=gen, progress=False)
+                                generator=gen, progress=False, on_nonfinite="continue")   # as recorded
                 rows += [dict(run=run, lr=lr, seed=seed, step=s, val_bpc=round(nats_to_bits(v), 4))
                          for s, v in hist.val]
             print(f"lr {lr:g} {run:24s} final val " + " ".join(

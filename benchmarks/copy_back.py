@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from bench_common import ROOT, parser, record
-from book.optim import fit
+from book.optim import build_optimizer, fit
 from book.positional import CopyBackModel
 from book.tasks import copy_back_batch
 
@@ -46,7 +46,7 @@ def train(scheme: str, lr: float, seed: int, steps: int) -> CopyBackModel:
         return x, y
 
     fit(model, batch, loss_fn=lambda m, b: F.cross_entropy(m(b[0]), b[1]),
-        optimizer=torch.optim.Adam(model.parameters(), lr=lr), steps=steps, schedule="constant", progress=False)
+        optimizer=build_optimizer(model, "adam", lr=lr), steps=steps, schedule="constant", progress=False)
     return model.eval()
 
 

@@ -106,7 +106,7 @@ def train_one(job):
     """One run to the target: (row, curve points, probe points)."""
     recipe, rate, seed, coarse, margin, eval_windows = job
     train, val, vocab = _DATA["train"], _DATA["val"], _DATA["vocab"]
-    run = RecipeRun(recipe, vocab, train, seed=seed)
+    run = RecipeRun(recipe, vocab, train, seed=seed, on_nonfinite="stop")   # a NaN loss ends the run: diverged
     probe = Probe(run.model, _DATA["probe_idx"])
     cpu, v, curve, probes, diverged = 0.0, math.inf, [], [], False
     key = dict(rung=recipe.name, rate=rate, seed=seed)

@@ -123,3 +123,50 @@ def test_every_benchmark_records_through_bench_common():
         text = script.read_text()
         assert "record(" in text and "write_rows(" not in text, f"{script.name}: end main() with record(...)"
         assert re.search(r"if not args\.quick( and [^:\n]+)?:", text), f"{script.name}: --quick must write nothing"
+
+
+def test_every_refactor_of_a_recorded_script_carries_its_proof():
+    """A result kept across an edit of its script (tools/prove_refactor.py) names the edit and the proof: the two
+    versions gave identical tables on the same small configuration, and the chain ends at the tree's script."""
+    seen = 0
+    for name, prov in _provenances().items():
+        chain = prov.get("refactors", [])
+        for i, step in enumerate(chain):
+            proof = step["proof"]
+            assert proof["identical"] is True and proof["rows_compared"] > 0, f"{name}: refactor {i} has no proof"
+            assert proof["command"].startswith(f"python tools/prove_refactor.py {prov['script']}"), name
+            if i:
+                assert step["from_sha256"] == chain[i - 1]["to_sha256"], f"{name}: refactor {i} breaks the chain"
+        if chain:
+            seen += 1
+            assert chain[-1]["to_sha256"] == prov["script_sha256"], f"{name}: the last refactor is not the script"
+            assert chain[0]["from_sha256"] != prov["script_sha256"]
+    assert seen >= 1   # the speedrun's protocol move, the optimizer builder in attention_scale and copy_back
+
+
+def test_prove_refactor_compares_tables_and_amends_provenance(tmp_path):
+    sys.path.insert(0, str(ROOT / "tools"))
+    import prove_refactor as pr
+
+    rows = [{"t.csv": [{"step": "10", "val": "2.5", "cpu_s": "1.2"}], "log.txt": "done"}]
+    same = [{"t.csv": [{"step": "10", "val": "2.5", "cpu_s": "9.9"}], "log.txt": "done"}]
+    assert pr.differences(rows, same, "cpu_s") == []                  # measured seconds left out
+    assert pr.differences(rows, same, None)                            # ... or not
+    moved = [{"t.csv": [{"step": "10", "val": "2.6", "cpu_s": "1.2"}], "log.txt": "done"}]
+    assert "row 0" in pr.differences(rows, moved, "cpu_s")[0]
+    assert pr.differences(rows, rows + rows, None) == ["the old script recorded 1 times, the new one 2 times"]
+    assert pr.differences(rows, [{"t.csv": [], "log.txt": "done"}], None) == ["record 0, t.csv: 1 rows vs 0"]
+    assert pr.rows_compared(rows) == 1
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "a.json").write_text(json.dumps({"script": "benchmarks/x.py", "script_sha256": "old"}))
+    (results / "b.json").write_text(json.dumps({"script": "benchmarks/y.py", "script_sha256": "old"}))
+    (results / "c.csv").write_text("not json")
+    paths = pr.provenances("benchmarks/x.py", results)
+    assert [p.name for p in paths] == ["a.json"]
+    pr.amend(paths, "old", "new", {"identical": True})
+    prov = json.loads((results / "a.json").read_text())
+    assert prov["script_sha256"] == "new" and prov["refactors"] == [
+        {"from_sha256": "old", "to_sha256": "new", "proof": {"identical": True}}]
+    with pytest.raises(ValueError, match="recorded by sha256 new"):
+        pr.amend(paths, "old", "newer", {})

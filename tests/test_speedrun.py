@@ -107,7 +107,7 @@ def test_book_modern_recipe_is_the_current_time_record():
 
 
 def test_the_fine_grid_starts_when_the_next_coarse_stride_could_reach_the_target():
-    import run
+    import protocol as run   # the grid run.py records with
 
     T, coarse, fine, margin = run.TARGET, run.COARSE, run.FINE, run.MARGIN
     assert run.next_stride([]) == coarse

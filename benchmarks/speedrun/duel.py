@@ -36,8 +36,8 @@ from bench_common import char_corpus, record  # noqa: E402
 from book.results import RESULTS_DIR  # noqa: E402
 from book.train import RecipeRun, evaluate_lm  # noqa: E402
 from entries import entry, result_name  # noqa: E402
-from run import (COARSE, EVAL_BATCH, EVAL_BATCHES, FINE, FIRST_SEED, GRID_RULE, MARGIN, SEEDS, TARGET,  # noqa: E402
-                 next_stride)
+from protocol import (COARSE, EVAL_BATCH, EVAL_BATCHES, FINE, FIRST_SEED, GRID_RULE, MARGIN, SEEDS, TARGET,  # noqa: E402
+                      next_stride)
 
 FIELDS = ["seed", "entry", "reached", "steps", "cpu_s", "last_val", "resolution"]
 

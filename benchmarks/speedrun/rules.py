@@ -35,8 +35,10 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
+from book.files import atomic_write  # noqa: E402
 from book.results import RESULTS_DIR, provenance, read_rows  # noqa: E402
 from entries import ENTRIES, Entry, result_name  # noqa: E402
+import protocol  # noqa: E402  (the measurement's constants, with which run.py recorded the results)
 
 __all__ = ["ALPHA", "MIN_SEEDS", "TRACKS", "t_sf", "welch_p", "Verdict", "accept", "Result", "load_result",
            "judge", "readme", "record_rows"]
@@ -220,7 +222,7 @@ beat the standing record by a stated rule over several seeds; unlike it, it runs
   seed 1234; the same windows as `benchmarks/gpt_time_to_loss.py`), every {coarse} steps, and every {fine} steps
   once the next {coarse} could reach the target: when the loss is within {margin} nats of it, or when the drop over
   the last stride, scaled to {coarse} steps, is at least its distance to it; once on the fine grid, a run stays
-  there (`run.next_stride`). A run stops at the first evaluation at or below the target. Evaluation is not
+  there (`protocol.next_stride`). A run stops at the first evaluation at or below the target. Evaluation is not
   timed. {resolution}
 - **Two tracks.** *Time*: CPU seconds of the training steps (`time.process_time` around them, with
   `torch.set_num_threads(1)`): the process's own CPU time, which does not count the time other processes hold the
@@ -249,13 +251,12 @@ decides which recipe is the record; the steps track is judged by the same rule a
 
 def readme(results_dir: Optional[Path] = None) -> str:
     """The README's text, generated from the entries and their recorded results."""
-    sys.path.insert(0, str(HERE))
-    import run   # the measurement's constants (the same module that recorded the results)
 
     results = [r for e in ENTRIES if (r := load_result(e, results_dir)) is not None]
-    lines = [INTRO.format(target=run.TARGET, seeds=run.SEEDS, windows=run.EVAL_BATCHES * run.EVAL_BATCH,
-                          coarse=run.COARSE, fine=run.FINE, margin=run.MARGIN, min_seeds=MIN_SEEDS, alpha=ALPHA,
-                          resolution=_resolution_note(results, run))]
+    lines = [INTRO.format(target=protocol.TARGET, seeds=protocol.SEEDS,
+                          windows=protocol.EVAL_BATCHES * protocol.EVAL_BATCH, coarse=protocol.COARSE,
+                          fine=protocol.FINE, margin=protocol.MARGIN, min_seeds=MIN_SEEDS, alpha=ALPHA,
+                          resolution=_resolution_note(results, protocol))]
     if not results:
         return "\n".join(lines + ["No entry has been recorded yet.\n"])
     time_walk, steps_walk = judge(results, "time"), judge(results, "steps")
@@ -317,20 +318,20 @@ RECORDING = ("The entries were recorded two at a time, one process per core, so 
              "process waits for a core, except while the other one compiles a model on both).")
 
 
-def _resolution_note(results: Sequence[Result], run) -> str:
+def _resolution_note(results: Sequence[Result], grid_of) -> str:
     """A sentence on how exactly the recorded runs were caught: the evaluation grid they were recorded with, and
     how many steps before its stop each run that reached the target was last seen above it."""
-    grid = (run.COARSE, run.FINE, run.MARGIN, run.GRID_RULE)
+    grid = (grid_of.COARSE, grid_of.FINE, grid_of.MARGIN, grid_of.GRID_RULE)
     other = [r.entry.slug for r in results
              if (r.prov.get("coarse"), r.prov.get("fine"), r.prov.get("margin"), r.prov.get("grid_rule")) != grid]
     if other:
         raise ValueError(f"recorded under another evaluation grid, run them again: {', '.join(other)}")
     gaps = [int(row["resolution"]) for r in results for row in r.rows if row["reached"] == "True"]
-    if gaps and max(gaps) <= run.FINE:
-        return (f"Every one of the {len(gaps)} recorded runs that reached the target was seen above it {run.FINE} "
-                f"steps before it stopped, so its steps are exact to {run.FINE}.")
+    if gaps and max(gaps) <= grid_of.FINE:
+        return (f"Every one of the {len(gaps)} recorded runs that reached the target was seen above it "
+                f"{grid_of.FINE} steps before it stopped, so its steps are exact to {grid_of.FINE}.")
     late = [f"`{r.entry.slug}` seed {row['seed']} ({row['resolution']} steps)" for r in results for row in r.rows
-            if row["reached"] == "True" and int(row["resolution"]) > run.FINE]
+            if row["reached"] == "True" and int(row["resolution"]) > grid_of.FINE]
     return ("These runs were caught more than one fine stride after they were last seen above the target, so their "
             "steps and seconds may be too high by up to that many steps: " + ", ".join(late) + ".")
 
@@ -368,7 +369,7 @@ def main(argv=None) -> int:
         ok = path.is_file() and path.read_text() == text
         print("README.md is up to date" if ok else "README.md is stale: run python benchmarks/speedrun/rules.py")
         return 0 if ok else 1
-    path.write_text(text)
+    atomic_write(path, text)
     print(f"wrote {path.relative_to(ROOT)}")
     rows = record_rows()
     if rows:
