@@ -1,4 +1,5 @@
-"""The website in a real headless Chromium: pages load, math typesets, sliders switch frames, links resolve.
+"""The website in a real headless Chromium: pages load with no console error, math typesets, sliders switch frames,
+links resolve, and axe-core finds no serious or critical accessibility violation.
 
 The site is built once per session with local copies of the CDN assets (tests/conftest.py), served on
 127.0.0.1, and every page of _toc.yml is checked, so new chapters are tested as soon as they are listed.
