@@ -10,7 +10,10 @@ after Jupyter Book's `_static` scan, so MathJax is still loaded only on pages wi
 widget scripts only on pages with widgets.
 
 Both builds also load `widgets-require-paths.js` between require.js and embed-amd.js, so the
-manager's icon fonts resolve to its own dist/ folder rather than the page's folder.
+manager's icon fonts resolve to its own dist/ folder rather than the page's folder, and then two more scripts of
+ours (WIDGET_JS): `widgets-mathjax-hub.js` gives MathJax 3 the one MathJax 2 call the manager makes to typeset
+widget labels (`MathJax.Hub.Queue`), and `widgets-a11y.js` names the sliders' handles for screen readers.
+Every page's script list is deduplicated (`dedupe_scripts`): Sphinx 7 lists some extensions' inline scripts twice.
 
 The live GPT (chapter 7, `live_gpt.js` here): a page whose body holds `<div class="live-gpt" ...>` gets
 `_static/live/live_gpt.js`, and both builds copy into `_static/live/` that script, the exported models
@@ -42,6 +45,8 @@ from pathlib import Path
 
 VENDOR = "_vendor"  # folder (under the built _static/) that receives the local copies and the paths script
 PATHS_JS = "widgets-require-paths.js"
+# scripts of ours loaded after PATHS_JS and before the manager, on widget pages only (see their headers)
+WIDGET_JS = ("widgets-mathjax-hub.js", "widgets-a11y.js")
 HERE = Path(__file__).resolve().parent
 # npm package -> (file or folder inside it to copy, name under _vendor/)
 LOCAL = {
@@ -63,6 +68,20 @@ SCRIPT = re.compile(r"<script\b([^>]*)>(.*?)</script\s*>", re.S | re.I)
 JS_TYPES = {"", "text/javascript", "application/javascript", "module"}
 TAG = re.compile(r"<[a-zA-Z][^<>]*>")
 HANDLER = re.compile(r'\son[a-z]+="([^"]*)"')   # an inline event handler's code, in a tag
+# Controls of the themes whose accessible name leaves out text they show (axe's label-content-name-mismatch: a speech
+# user says what they see): the search buttons, named "Search" while showing "Search Ctrl+K" (named by their text
+# instead, the shortcut hint hidden from it and given as aria-keyshortcuts); the colour-mode button, named
+# "Color mode" while its icons carry the titles "Light", "Dark", "System Settings" (the titles go: the button's
+# tooltip says "Color mode"); and myst-nb's hidden-cell toggle, named "Toggle hidden content" while it shows
+# "Show code cell content" (its shown text becomes its name).
+A11Y = [
+    (re.compile(r'(<button class="[^"]*\bsearch-button-field\b[^"]*"[^>]*?) aria-label="Search"'),
+     r'\1 aria-keyshortcuts="Control+K"'),
+    (re.compile(r'<span class="search-button__kbd-shortcut">'),
+     '<span class="search-button__kbd-shortcut" aria-hidden="true">'),
+    (re.compile(r'(<i class="theme-switch [^"]*"[^>]*?) title="[^"]*"'), r"\1"),
+    (re.compile(r'<summary aria-label="Toggle hidden content">'), "<summary>"),
+]
 
 
 def cdn_folders(config) -> list:
@@ -122,11 +141,19 @@ def with_csp(html: str, cdn: list) -> str:
     return html[:at] + tag + "\n" + html[at:]
 
 
+def with_accessible_names(html: str) -> str:
+    """The page with the themes' controls named by what they show (axe's label-content-name-mismatch; see A11Y)."""
+    for pattern, replacement in A11Y:
+        html = pattern.sub(replacement, html)
+    return html
+
+
 def add_csp(outdir: Path, cdn: list) -> int:
-    """Write the CSP into every built page (not into files under _static/); returns how many pages."""
+    """Write the CSP into every built page (not into files under _static/), after the accessible-name fixes;
+    returns how many pages."""
     pages = [f for f in Path(outdir).rglob("*.html") if "_static" not in f.relative_to(outdir).parts]
     for page in pages:
-        page.write_text(with_csp(page.read_text(encoding="utf-8"), cdn), encoding="utf-8")
+        page.write_text(with_csp(with_accessible_names(page.read_text(encoding="utf-8")), cdn), encoding="utf-8")
     return len(pages)
 
 
@@ -156,13 +183,14 @@ def _widget_js(config, local: bool) -> dict:
         elif url.endswith("/embed-amd.js"):
             dist = "html-manager/dist/" if local else url.rsplit("/", 1)[0] + "/"
             js[f"{VENDOR}/{PATHS_JS}"] = {"data-dist": dist}
+            js.update({f"{VENDOR}/{name}": {} for name in WIDGET_JS})
             if local:  # keep the CDN attribute (used only for widget modules not in the bundle)
                 attrs = {k: v for k, v in attrs.items() if k == "data-jupyter-widgets-cdn"}
                 url = f"{VENDOR}/html-manager/dist/embed-amd.js"
             js[url] = attrs
         else:
             js[url] = attrs
-    # order matters: require.js, then the paths script, then embed-amd.js
+    # order matters: require.js, then the paths script (and WIDGET_JS), then embed-amd.js
     return js
 
 
@@ -183,6 +211,23 @@ def ort_dir() -> Path:
     root = Path(value).resolve() if value else HERE.parent / ".assets"
     modules = root if root.name == "node_modules" else root / "node_modules"
     return modules / ORT / "dist"
+
+
+def dedupe_scripts(app, pagename, templatename, context, doctree) -> None:
+    """html-page-context (last): each script once. Sphinx 7 lists an inline script added after the builder started
+    (sphinx-thebe's `const THEBE_JS_URL = ...`, sphinx-togglebutton's selector) twice, once with the file name None
+    and once with '', so the page ran `const THEBE_JS_URL` twice: an uncaught SyntaxError on every page."""
+    scripts = context.get("script_files")
+    if not scripts:
+        return
+    seen, kept = set(), []
+    for js in scripts:
+        key = (getattr(js, "filename", js) or "", getattr(js, "priority", None),
+               tuple(sorted(getattr(js, "attributes", {}).items())))
+        if key not in seen:
+            seen.add(key)
+            kept.append(js)
+    scripts[:] = kept
 
 
 def add_live_script(app, pagename, templatename, context, doctree) -> None:
@@ -215,7 +260,8 @@ def copy_assets(app, exception) -> None:
         return
     dest = Path(app.outdir) / "_static" / VENDOR  # Sphinx puts relative js paths under _static/
     dest.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(HERE / PATHS_JS, dest / PATHS_JS)
+    for name in (PATHS_JS, *WIDGET_JS):
+        shutil.copy2(HERE / name, dest / name)
     copy_live(app)
     add_csp(Path(app.outdir), getattr(app, "site_assets_cdn", []))
     modules = getattr(app, "site_assets_modules", None)
@@ -233,5 +279,6 @@ def copy_assets(app, exception) -> None:
 def setup(app):
     app.connect("config-inited", configure)
     app.connect("html-page-context", add_live_script)
+    app.connect("html-page-context", dedupe_scripts, priority=900)   # after every extension added its scripts
     app.connect("build-finished", copy_assets)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

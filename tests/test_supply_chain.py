@@ -224,3 +224,41 @@ def test_the_csp_names_the_pinned_cdn_files_of_the_config():
     assert folders == ["https://cdn.jsdelivr.net/npm/@jupyter-widgets/html-manager@1.0.15/dist/",
                        "https://cdn.jsdelivr.net/npm/mathjax@3.2.2/es5/",
                        "https://cdn.jsdelivr.net/npm/requirejs@2.3.8/"]
+
+
+def test_the_themes_controls_are_named_by_what_they_show():
+    sa = _site_assets()
+    page = ('<button class="btn search-button-field search-button__button pst-js-only" title="Search" '
+            'aria-label="Search" data-bs-toggle="tooltip"> <span class="search-button__default-text">Search</span>'
+            ' <span class="search-button__kbd-shortcut"><kbd>Ctrl</kbd>+<kbd>K</kbd></span> </button>'
+            '<button class="theme-switch-button" aria-label="Color mode">'
+            '<i class="theme-switch fa-solid fa-sun fa-lg" data-mode="light" title="Light"></i></button>'
+            '<details class="admonition hide above-input">\n<summary aria-label="Toggle hidden content">\n'
+            '<p class="collapsed admonition-title">Show code cell content</p>')
+    out = sa.with_accessible_names(page)
+    assert 'aria-label="Search"' not in out and 'title="Search" aria-keyshortcuts="Control+K"' in out
+    assert '<span class="search-button__kbd-shortcut" aria-hidden="true">' in out
+    assert 'title="Light"' not in out and 'data-mode="light"' in out and 'aria-label="Color mode"' in out
+    assert "<summary>\n" in out and "Toggle hidden content" not in out
+    assert sa.with_accessible_names(out) == out, "rewriting a rewritten page must change nothing"
+
+
+def test_each_script_is_listed_once_and_ours_precede_the_widget_manager():
+    from sphinx.builders.html._assets import _JavaScript
+
+    sa = _site_assets()
+    body = {"body": "const THEBE_JS_URL = 1"}
+    scripts = [_JavaScript(None, **body), _JavaScript("a.js"), _JavaScript("", **body), _JavaScript("a.js"),
+               _JavaScript("a.js", priority=200)]
+    context = {"script_files": scripts}
+    sa.dedupe_scripts(None, "page", "page.html", context, None)
+    assert context["script_files"] is scripts and scripts == [_JavaScript(None, **body), _JavaScript("a.js"),
+                                                              _JavaScript("a.js", priority=200)]
+
+    class Config:
+        nb_ipywidgets_js = {"https://x/requirejs@2.3.8/require.js": {"integrity": "sha384-a"},
+                            "https://x/html-manager@1.0.15/dist/embed-amd.js": {"integrity": "sha384-b"}}
+
+    order = [url.rsplit("/", 1)[1] for url in sa._widget_js(Config, local=False)]
+    assert order == ["require.js", sa.PATHS_JS, *sa.WIDGET_JS, "embed-amd.js"]
+    assert all((ROOT / "_ext" / name).is_file() for name in (sa.PATHS_JS, *sa.WIDGET_JS))
