@@ -24,7 +24,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .checks import divides, optional_positive_int, positive_int, probability, token_ids, values_checked
+from .checks import (allocating, divides, inputs_checked, optional_positive_int, positive_int, probability,
+                     token_ids, values_checked)
 from .positional import RotaryEmbedding
 
 __all__ = [
@@ -45,7 +46,8 @@ def causal_mask(T: int, device=None) -> torch.Tensor:
     Example: causal_mask(3) -> [[T, F, F], [T, T, F], [T, T, T]]
     """
     positive_int(T=T)
-    return torch.ones(T, T, dtype=torch.bool, device=device).tril()
+    with allocating("a (T, T) mask of bools", T=T):
+        return torch.ones(T, T, dtype=torch.bool, device=device).tril()
 
 
 def sliding_window_mask(Tq: int, Tk: Optional[int] = None, window: int = 1, start: Optional[int] = None,
@@ -145,7 +147,8 @@ def scaled_dot_product_attention(
     q (..., Tq, D), k (..., Tk, D), v (..., Tk, Dv), mask bool broadcastable to (..., Tq, Tk),
     True = keep. Returns out (..., Tq, Dv) and weights (..., Tq, Tk); blocked weights are exactly 0.
     A mask that blocks every key of some query is rejected with a ValueError (its softmax would be NaN,
-    as in PyTorch's math path): it is usually a mask in the opposite convention, True = padding.
+    as in PyTorch's math path): it is usually a mask in the opposite convention, True = padding. So are scores
+    that are not finite (q and k so large that q @ k^T overflows, or NaN in them).
     """
     _check_qkv(q, k, v)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., Tq, D) @ (..., D, Tk) -> (..., Tq, Tk)
@@ -153,6 +156,12 @@ def scaled_dot_product_attention(
         _check_mask(mask, q.shape[-2], k.shape[-2])
         scores = scores.masked_fill(~mask, float("-inf"))  # exp(-inf) = 0: blocked keys get no weight
     weights = scores.softmax(dim=-1)  # each row sums to 1 over the keys
+    if not values_checked() and bool(weights.isnan().any()):   # at a reader's call; a model checks its inputs once
+        big = f"largest |q| {q.abs().max().item():.3g}, |k| {k.abs().max().item():.3g}"
+        what = ("q or k hold NaN or inf" if not (torch.isfinite(q).all() and torch.isfinite(k).all()) else
+                f"q @ k^T overflowed {q.dtype} ({big})")
+        raise ValueError(f"attention scores are not finite: {what}, so the softmax is NaN; scale q and k down "
+                         f"(or normalise them, as QK-norm does)")
     return weights @ v, weights  # (..., Tq, Tk) @ (..., Tk, Dv) -> (..., Tq, Dv)
 
 
@@ -363,9 +372,10 @@ class OneLayerAttention(nn.Module):
             raise ValueError(f"x should have shape (B, T), got {tuple(x.shape)}")
         shift = lambda t: F.pad(t, (0, 0, 1, 0))[:, :-1]                # position j gets j-1's vector
         h = self.embed(x) + shift(self.left_embed(x))                   # (B, T, d)
-        out, self.weights = scaled_dot_product_attention(
-            self.q_gain * self.q_proj(h), self.k_proj(shift(h)), self.v_proj(self.embed(x)),
-            causal_mask(x.shape[1], x.device))
+        with inputs_checked():                     # checked above, once: no value check inside (a NaN run stays NaN)
+            out, self.weights = scaled_dot_product_attention(
+                self.q_gain * self.q_proj(h), self.k_proj(shift(h)), self.v_proj(self.embed(x)),
+                causal_mask(x.shape[1], x.device))
         return self.head(out)                                           # (B, T, vocab)
 
 

@@ -18,7 +18,7 @@ import torch
 
 __all__ = ["positive_int", "optional_positive_int", "non_negative_int", "probability", "positive_number",
            "one_of", "divides", "token_ids", "tensor_dims", "check_shape", "inputs_checked", "values_checked",
-           "returned", "pair"]
+           "returned", "pair", "allocating"]
 
 _STATE = threading.local()
 
@@ -168,3 +168,30 @@ def check_shape(t: torch.Tensor, shape: Sequence[Optional[int]], name: str = "te
         want = "(" + ", ".join("*" if s is None else str(s) for s in shape) + ")"
         raise ValueError(f"{name} should have shape {want}, got {tuple(t.shape)}")
     return t
+
+
+def _bytes(n: float) -> str:
+    for unit in ("bytes", "kB", "MB", "GB", "TB"):
+        if n < 1000 or unit == "TB":
+            return f"{n:,.0f} {unit}" if unit == "bytes" else f"{n:,.1f} {unit}"
+        n /= 1000
+
+
+@contextmanager
+def allocating(what: str, **fields) -> Iterator[None]:
+    """Turn the allocator's raw failure inside the block into a MemoryError that names the argument.
+
+    Example: with allocating("a (T, T) mask", T=T): mask = torch.ones(T, T, dtype=torch.bool)
+    -> MemoryError: T=1000000 asks for 1.0 TB of memory (a (T, T) mask), more than this machine could allocate
+    """
+    try:
+        yield
+    except (RuntimeError, MemoryError) as e:     # torch.OutOfMemoryError is a RuntimeError
+        text = str(e)
+        if not ("can't allocate memory" in text or "out of memory" in text.lower() or isinstance(e, MemoryError)):
+            raise
+        asked = next((int(w) for w in text.replace(".", " ").split() if w.isdigit() and int(w) > 10**6), None)
+        size = f" {_bytes(asked)}" if asked else " more"
+        args = ", ".join(f"{k}={v!r}" for k, v in fields.items())
+        raise MemoryError(f"{args} asks for{size} of memory ({what}), more than this machine could allocate: "
+                          f"use a smaller {' or '.join(fields)}") from None

@@ -19,7 +19,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from .checks import positive_int, tensor_dims
+from .checks import allocating, positive_int, tensor_dims
 from .files import atomic_write
 
 __all__ = ["SHAKESPEARE_URL", "SHAKESPEARE_SHA256", "load_shakespeare", "shakespeare_split", "get_batch",
@@ -143,11 +143,17 @@ def get_batch(data: torch.Tensor, batch_size: int, context_len: int,
     positive_int(batch_size=batch_size, context_len=context_len)
     if len(data) <= context_len:
         raise ValueError(f"data has {len(data)} tokens, need more than context_len={context_len}")
-    starts = torch.randint(len(data) - context_len, (batch_size,), generator=generator)
-    offsets = torch.arange(context_len)
-    x = data[starts[:, None] + offsets]        # (B, T)
-    y = data[starts[:, None] + offsets + 1]    # (B, T)
+    with allocating("(batch_size, context_len) windows of ids", batch_size=batch_size):
+        starts = torch.randint(len(data) - context_len, (batch_size,), generator=generator)
+        offsets = torch.arange(context_len)
+        x = data[starts[:, None] + offsets]        # (B, T)
+        y = data[starts[:, None] + offsets + 1]    # (B, T)
     if device is not None:
+        try:
+            device = torch.device(device)
+        except (RuntimeError, TypeError):
+            raise ValueError(f"device must be a torch.device or its name ('cpu', 'cuda', 'cuda:0', 'mps'), "
+                             f"got {device!r}") from None
         x, y = x.to(device), y.to(device)
     return x, y
 

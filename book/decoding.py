@@ -18,7 +18,10 @@ import torch.nn as nn
 
 from .checks import non_negative_int, optional_positive_int
 
-__all__ = ["decode_loop"]
+__all__ = ["decode_loop", "MAX_NEW"]
+
+# the most tokens one call writes: a request beyond it is a mistake (a forgotten stop, 10**7 for 10**3), not a hang
+MAX_NEW = 100_000
 
 
 @torch.no_grad()
@@ -43,11 +46,15 @@ def decode_loop(step: Callable[[torch.Tensor], torch.Tensor], ids: torch.Tensor,
     `slide`: past context_len the model reads a window that slides (a GPT without a cache, a CharRNN's None).
     slide=False (a KV cache, an encoder-decoder's decoder: absolute positions cannot slide) or `incremental`:
     a step that would read more than context_len positions raises ValueError naming `name`, the caller's
-    argument for max_new. `model`: put in eval mode for the loop and returned to its mode afterwards.
+    argument for max_new; so does a max_new above MAX_NEW. `model`: put in eval mode for the loop and returned to
+    its mode afterwards.
     """
     if not isinstance(ids, torch.Tensor) or ids.dim() != 2:
         raise ValueError(f"ids should be a (B, T) tensor, got {getattr(ids, 'shape', type(ids).__name__)}")
     non_negative_int(**{name: max_new})
+    if max_new > MAX_NEW:
+        raise ValueError(f"{name}={max_new:,} is more than one call writes (at most {MAX_NEW:,} tokens, which already "
+                         f"takes minutes on a CPU): ask for fewer, or call again from where it stopped")
     optional_positive_int(context_len=context_len)
     goal = ids.shape[1] + max_new
     done = None if eos is None else torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)

@@ -3,6 +3,11 @@
 
     torchrun --nproc_per_node=2 -m book.distributed            # two CPU processes, gloo backend
     torchrun --nproc_per_node=8 -m book.distributed --steps 3  # eight GPUs: NCCL, the same code
+    python -m book.distributed --nproc 2                       # two processes without torchrun (chapter 10's cell)
+
+torchrun's rendezvous store is a TCP server that listens on every network interface while the job runs (PyTorch has
+no option to bind it to one address). `--nproc N` starts the N processes itself instead, on this machine, with a file
+store (FileStore): then nothing listens on the network, and gloo's own sockets use the loopback interface.
 
 It ships inside the package (not as a script beside it), so `-m book.distributed` works wherever `book` is
 installed: a clone, Colab, a cluster node.
@@ -18,7 +23,9 @@ from __future__ import annotations
 import argparse
 import copy
 import os
+import subprocess
 import sys
+import tempfile
 
 import torch
 import torch.distributed as dist
@@ -27,7 +34,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from .gpt import GPT, GPTConfig
 from .optim import build_optimizer, fit
 
-__all__ = ["global_batch", "main"]
+__all__ = ["global_batch", "launch_local", "main"]
 
 
 def global_batch(step: int, batch: int, T: int, vocab: int):
@@ -37,16 +44,47 @@ def global_batch(step: int, batch: int, T: int, vocab: int):
     return ids[:, :-1], ids[:, 1:]
 
 
+def launch_local(nproc: int, argv, timeout: float = 600) -> int:
+    """Run `python -m book.distributed argv` as `nproc` processes on this machine, joined by a file store (no TCP
+    listener, unlike torchrun's rendezvous) and gloo on the loopback interface; the worst exit code."""
+    if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
+        raise ValueError(f"nproc must be a positive int (processes to start), got {nproc!r}")
+    with tempfile.TemporaryDirectory(prefix="book_distributed.") as tmp:
+        env = {**os.environ, "WORLD_SIZE": str(nproc), "BOOK_DIST_INIT": f"file://{tmp}/store",
+               "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+               "GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", "lo0" if sys.platform == "darwin" else "lo")}
+        procs = [subprocess.Popen([sys.executable, "-m", "book.distributed", *argv],
+                                  env={**env, "RANK": str(r), "LOCAL_RANK": str(r)}) for r in range(nproc)]
+        try:
+            return max(proc.wait(timeout=timeout) for proc in procs)
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=2)
     p.add_argument("--batch", type=int, default=8, help="global batch (split across processes)")
     p.add_argument("--tol", type=float, default=1e-5)
+    p.add_argument("--nproc", type=int, help="start this many processes here, without torchrun (a file store: "
+                                             "nothing listens on the network)")
     args = p.parse_args(argv)
+    if args.nproc is not None:
+        rest = list(sys.argv[1:] if argv is None else argv)
+        i = next(i for i, a in enumerate(rest) if a == "--nproc" or a.startswith("--nproc="))
+        del rest[i:i + (1 if "=" in rest[i] else 2)]
+        return launch_local(args.nproc, rest)
     # NCCL with one GPU per process when there are enough GPUs; otherwise gloo on the CPU (e.g. two processes on
     # a one-GPU Colab machine)
     cuda = torch.cuda.is_available() and torch.cuda.device_count() >= int(os.environ.get("WORLD_SIZE", "1"))
-    dist.init_process_group("nccl" if cuda else "gloo")
+    init = os.environ.get("BOOK_DIST_INIT")    # a file store from --nproc; else torchrun's environment
+    if init:
+        dist.init_process_group("nccl" if cuda else "gloo", init_method=init, rank=int(os.environ["RANK"]),
+                                world_size=int(os.environ["WORLD_SIZE"]))
+    else:
+        dist.init_process_group("nccl" if cuda else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}") if cuda else torch.device("cpu")
     if args.batch % world:

@@ -21,7 +21,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .attention import Attention
-from .checks import divides, one_of, optional_positive_int, positive_int, positive_number, probability, token_ids
+from .checks import (allocating, divides, one_of, optional_positive_int, positive_int, positive_number, probability,
+                     token_ids)
 from .kv_cache import Int8KVCache, KVCache
 from .layers import FeedForward, LayerNorm, RMSNorm, swiglu_hidden
 from .positional import LearnedPositionalEmbedding
@@ -139,23 +140,24 @@ class GPT(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
         self.config = c = config
-        self.tok_emb = nn.Embedding(c.vocab_size, c.d_model)
-        # Chapter 5: a learned table added to the tokens, or none when every attention rotates by position (RoPE)
-        self.pos_emb = LearnedPositionalEmbedding(c.d_model, c.context_len) if c.positions == "learned" else None
-        self.drop = nn.Dropout(c.dropout)
-        self.blocks = nn.ModuleList([Block(c) for _ in range(c.n_layers)])
-        self.ln_f = _norm(c)
-        self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
-        if c.tie_weights:
-            self.lm_head.weight = self.tok_emb.weight  # one matrix reads and writes tokens (Press & Wolf 2017)
-        self.apply(self._init_weights)
-        for name, p in self.named_parameters():
-            if name.endswith(("attn.out_proj.weight", "ffn.down.weight")):
-                # each block adds two outputs to the residual stream: keep its variance from growing with depth
-                if c.zero_init:
-                    nn.init.zeros_(p)   # modded-nanoGPT: every block starts as the identity
-                else:
-                    nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * c.n_layers))
+        with allocating("the model's weights", vocab_size=c.vocab_size, d_model=c.d_model, n_layers=c.n_layers):
+            self.tok_emb = nn.Embedding(c.vocab_size, c.d_model)
+            # Chapter 5: a learned table added to the tokens, or none when every attention rotates by position (RoPE)
+            self.pos_emb = LearnedPositionalEmbedding(c.d_model, c.context_len) if c.positions == "learned" else None
+            self.drop = nn.Dropout(c.dropout)
+            self.blocks = nn.ModuleList([Block(c) for _ in range(c.n_layers)])
+            self.ln_f = _norm(c)
+            self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
+            if c.tie_weights:
+                self.lm_head.weight = self.tok_emb.weight  # one matrix reads and writes tokens (Press & Wolf 2017)
+            self.apply(self._init_weights)
+            for name, p in self.named_parameters():
+                if name.endswith(("attn.out_proj.weight", "ffn.down.weight")):
+                    # each block adds two outputs to the residual stream: keep its variance from growing with depth
+                    if c.zero_init:
+                        nn.init.zeros_(p)   # modded-nanoGPT: every block starts as the identity
+                    else:
+                        nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * c.n_layers))
 
     @staticmethod
     def _init_weights(m: nn.Module) -> None:

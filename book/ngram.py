@@ -11,7 +11,7 @@ from typing import Dict, Optional, Sequence
 
 import torch
 
-from .checks import (check_shape, non_negative_int, positive_int, positive_number, probability, tensor_dims,
+from .checks import (allocating, check_shape, non_negative_int, positive_int, positive_number, probability, tensor_dims,
                      token_ids)
 
 __all__ = ["bigram_counts", "bigram_log_probs", "nll_bits", "sample_bigram",
@@ -32,7 +32,8 @@ def bigram_counts(ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
     """(V, V) table: counts[a, b] = how often token b follows token a in `ids` (1-D)."""
     _transitions(ids, positive_int(vocab_size=vocab_size))
     flat = ids[:-1] * vocab_size + ids[1:]
-    return torch.bincount(flat, minlength=vocab_size * vocab_size).view(vocab_size, vocab_size)
+    with allocating("a (V, V) table of counts", vocab_size=vocab_size):
+        return torch.bincount(flat, minlength=vocab_size * vocab_size).view(vocab_size, vocab_size)
 
 
 def bigram_log_probs(counts: torch.Tensor, smoothing: float = 1.0) -> torch.Tensor:
@@ -51,8 +52,11 @@ def bigram_log_probs(counts: torch.Tensor, smoothing: float = 1.0) -> torch.Tens
 
 def sample_bigram(log_probs: torch.Tensor, start: int, n: int,
                   generator: Optional[torch.Generator] = None) -> list:
-    """Draw `n` tokens after `start` from a (V, V) table of log-probabilities."""
+    """Draw `n` (at most 10**6: one draw at a time) tokens after `start` from a (V, V) table of log-probabilities."""
     non_negative_int(n=n)
+    if n > 10**6:
+        raise ValueError(f"n={n:,} is more than sample_bigram draws in one call (at most 1,000,000, one token at a "
+                         f"time, already seconds): ask for fewer")
     tensor_dims(log_probs, 2, "log_probs")
     V = log_probs.shape[0]
     if log_probs.shape[1] != V:

@@ -53,6 +53,8 @@ def heatmap(weights, x_labels: Optional[Sequence[str]] = None, y_labels: Optiona
     for labels, n, axis in ((x_labels, w.shape[1], "x_labels"), (y_labels, w.shape[0], "y_labels")):
         if labels is not None and len(labels) != n:
             raise ValueError(f"{axis} has {len(labels)} entries but the matrix has {n} along that axis")
+        for i, label in enumerate(labels or []):
+            _check_mathtext(label, f"{axis}[{i}]")
     if ax is None:
         fig, ax = new_figure(figsize=(max(3.0, 0.38 * w.shape[1] + 1.6), max(2.6, 0.34 * w.shape[0] + 1.2)))
     fig = ax.figure
@@ -128,3 +130,17 @@ def _show_figures_inline() -> bool:
 
 
 _show_figures_inline()
+
+
+def _check_mathtext(label, name: str) -> None:
+    """A label with an even number of unescaped $ is drawn as TeX: fail here, naming it, if matplotlib cannot parse it
+    (else the figure fails later, when it is drawn, with a parser's message that names no label)."""
+    from matplotlib import cbook
+    from matplotlib.mathtext import MathTextParser
+
+    if isinstance(label, str) and cbook.is_math_text(label):
+        try:
+            MathTextParser("path").parse(label)
+        except ValueError as e:
+            raise ValueError(f"{name}={label!r} is not valid mathtext ({str(e).splitlines()[-1].strip()}); write "
+                             r"\$ to show a dollar sign as itself") from None

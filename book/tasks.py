@@ -19,7 +19,7 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 
-from .checks import non_negative_int, optional_positive_int, positive_int, tensor_dims
+from .checks import allocating, non_negative_int, optional_positive_int, positive_int, tensor_dims
 
 __all__ = ["PAD", "BOS", "EOS", "SPECIALS", "LENGTH_BUCKETS", "TranslationBatch", "ToyTranslation",
            "sequence_accuracy", "position_accuracy", "evaluate_translation", "recall_batch", "recall_many_batch",
@@ -330,14 +330,15 @@ def recall_batch(batch_size: int, seq_len: int, n_values: int = 8,
                                      or distance is not None):
         raise ValueError(f"max_distance must be in 1..{seq_len - 1} and not given with distance, got "
                          f"max_distance={max_distance}, distance={distance}")
-    x = torch.randint(0, n_values, (batch_size, seq_len), generator=generator)
-    if distance is None:
-        k = torch.randint(1, (max_distance or seq_len - 1) + 1, (batch_size,), generator=generator)
-    else:
-        k = torch.full((batch_size,), distance)
-    rows = torch.arange(batch_size)
-    x[rows, seq_len - k - 1] = n_values
-    return x, x[rows, seq_len - k], k
+    with allocating("(batch_size, seq_len) ids", batch_size=batch_size, seq_len=seq_len):
+        x = torch.randint(0, n_values, (batch_size, seq_len), generator=generator)
+        if distance is None:
+            k = torch.randint(1, (max_distance or seq_len - 1) + 1, (batch_size,), generator=generator)
+        else:
+            k = torch.full((batch_size,), distance)
+        rows = torch.arange(batch_size)
+        x[rows, seq_len - k - 1] = n_values
+        return x, x[rows, seq_len - k], k
 
 
 def recall_many_batch(batch_size: int, n_digits: int, delay: int, n_values: int = 8,

@@ -145,3 +145,84 @@ def test_a_compiled_recipe_trains_like_the_eager_one_and_compiles_before_its_fir
     assert compiled.losses == pytest.approx(eager.losses, rel=1e-3, abs=1e-3)   # the same maths, fused differently
     with pytest.raises(ValueError, match="compile must be True or False"):
         GPTRecipe("x", compile="yes")
+
+
+def _listeners(pids) -> set:
+    """Local addresses ("127.0.0.1", "0.0.0.0", "::", ...) of the TCP sockets that processes `pids` listen on."""
+    import ipaddress
+    inodes = set()
+    for pid in pids:
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if link.startswith("socket:["):
+                    inodes.add(link[8:-1])
+        except OSError:
+            continue
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in open(table).read().splitlines()[1:]:
+            f = line.split()
+            if f[3] == "0A" and f[9] in inodes:                       # 0A: LISTEN
+                raw = bytes.fromhex(f[1].split(":")[0])
+                raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))   # little-endian words
+                found.add(str(ipaddress.ip_address(raw)))
+    return found
+
+
+def _descendants(pid: int) -> list:
+    parent = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                parent[int(entry)] = int(open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    out, todo = [], [pid]
+    while todo:
+        node = todo.pop()
+        kids = [c for c, p in parent.items() if p == node]
+        out += kids
+        todo += kids
+    return out
+
+
+def _listening_while_running(cmd) -> set:
+    import time
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"})
+    seen, family = set(), []
+    try:
+        for _ in range(40):
+            time.sleep(0.25)
+            family = [proc.pid, *_descendants(proc.pid)] if proc.poll() is None else family
+            seen |= _listeners(family)
+            if proc.poll() is not None:
+                break
+    finally:
+        for pid in family[::-1]:
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+        proc.wait()
+    return seen
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/net/tcp"), reason="reads Linux's socket tables")
+def test_chapter_10s_launch_listens_on_the_loopback_only_and_torchrun_does_not():
+    ours = _listening_while_running([sys.executable, "-m", "book.distributed", "--nproc", "2", "--steps", "1500"])
+    assert ours and ours <= {"127.0.0.1"}, f"listening on {ours}"
+    theirs = _listening_while_running([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+                                       "--master_addr=127.0.0.1", "--master_port=29541", "-m", "book.distributed",
+                                       "--steps", "1500"])
+    assert theirs - {"127.0.0.1"}, f"torchrun's store was expected on every interface, saw {theirs}"
+
+
+def test_nproc_two_equals_one_process_and_refuses_nonsense():
+    out = subprocess.run([sys.executable, "-m", "book.distributed", "--nproc", "2", "--steps", "2"],
+                         capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0 and "2 processes (gloo)" in out.stdout and "EQUAL" in out.stdout, out.stderr[-2000:]
+    from book.distributed import launch_local
+    with pytest.raises(ValueError, match="nproc must be a positive int"):
+        launch_local(0, [])

@@ -760,3 +760,79 @@ def test_a_pretraining_step_reads_the_device_once(host_reads, family):
 
 def _windows(g):
     return torch.randint(0, V, (4, 9), generator=g)
+
+
+# ---- the last of the review's probes: huge requests, overflowing scores, two raw messages -----------------------
+
+_HUGE = {   # each asks for terabytes; under a 6 GiB address-space cap the allocator refuses at once
+    "causal_mask": ("from book.attention import causal_mask; causal_mask(10**6)", "T=1000000 asks for 1.0 TB"),
+    "get_batch": ("import torch; from book.data import get_batch; get_batch(torch.arange(100), 10**12, 8)",
+                  "batch_size=1000000000000 asks for"),
+    "GPT": ("from book.gpt import GPT, GPTConfig; GPT(GPTConfig(10, 8, 2**20, 1, 1))", "d_model=1048576"),
+    "bigram_counts": ("import torch; from book.ngram import bigram_counts; bigram_counts(torch.tensor([0, 1]), 10**6)",
+                      "vocab_size=1000000 asks for 8.0 TB"),
+    "recall_batch": ("from book.tasks import recall_batch; recall_batch(10**10, 16)", "batch_size=10000000000"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_HUGE))
+def test_a_huge_request_names_its_argument_instead_of_the_allocator(name):
+    import subprocess
+    code, message = _HUGE[name]
+    cap = "import resource; resource.setrlimit(resource.RLIMIT_AS, (6 * 2**30, 6 * 2**30)); "
+    res = subprocess.run([sys.executable, "-c", cap + code], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    last = res.stderr.strip().splitlines()[-1]
+    assert last.startswith("MemoryError:") and message in last and "more than this machine could allocate" in last
+
+
+def test_allocating_passes_other_errors_through():
+    from book.checks import allocating
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        with allocating("x", n=3):
+            raise RuntimeError("shape mismatch")
+    with pytest.raises(MemoryError, match=r"n=3 asks for 8\.0 GB of memory \(a table\)"):
+        with allocating("a table", n=3):
+            raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 8000000000 bytes.")
+
+
+def test_overflowing_attention_scores_are_named_not_nan():
+    from book.attention import OneLayerAttention, scaled_dot_product_attention
+    q = torch.randn(1, 1, 8, 4) * 1e20                   # q @ q^T overflows float32 to inf: inf - inf in the softmax
+    with pytest.raises(ValueError, match=r"q @ k\^T overflowed torch.float32 \(largest \|q\| "):
+        scaled_dot_product_attention(q, q, q)
+    with pytest.raises(ValueError, match="q or k hold NaN or inf"):
+        scaled_dot_product_attention(torch.full((1, 2, 4), float("nan")), torch.randn(1, 2, 4), torch.randn(1, 2, 4))
+    torch.manual_seed(0)
+    model = OneLayerAttention(5, d=8)                     # inside a model no value is read: a NaN run stays NaN
+    with torch.no_grad():
+        model.q_proj.weight.fill_(float("nan"))
+    assert model(torch.zeros(1, 3, dtype=torch.long)).isnan().all()
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: __import__("book.generate", fromlist=["generate"]).generate(_gpt(), torch.zeros(1, 1, dtype=torch.long),
+                                                                          10**7), "max_new_tokens=10,000,000"),
+    (lambda: ngram.sample_bigram(torch.zeros(3, 3), 0, 10**9), "n=1,000,000,000"),
+])
+def test_a_huge_generation_is_refused_at_once(call, name):
+    with pytest.raises(ValueError, match=name):
+        call()
+
+
+def test_seq2seq_greedy_refuses_a_huge_max_len():
+    from book.seq2seq import Seq2SeqConfig, build_seq2seq
+    torch.manual_seed(0)
+    model = build_seq2seq(Seq2SeqConfig(7, 7))
+    with pytest.raises(ValueError, match="max_len=10,000,000 is more than one call writes"):
+        model.greedy(torch.ones(1, 4, dtype=torch.long), 10**7)
+
+
+def test_a_bad_mathtext_label_and_a_bad_device_are_named():
+    from book.data import get_batch
+    from book.plots import heatmap
+    with pytest.raises(ValueError, match=r"x_labels\[0\]='\$\\\\frac\$' is not valid mathtext"):
+        heatmap(torch.rand(2, 2), ["$\\frac$", "b"], ["a", "b"])
+    heatmap(torch.rand(2, 2), ["$", "b"], ["$x$", "b"])                     # a lone $ is a character; $x$ is fine
+    with pytest.raises(ValueError, match="device must be a torch.device or its name"):
+        get_batch(torch.arange(100), 2, 8, device="nope")
