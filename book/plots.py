@@ -282,6 +282,29 @@ def _label(artist, k: int, kind: str) -> str:
     return str(lab) if lab and not str(lab).startswith("_") else (f"{kind} {k + 1}" if k else kind)
 
 
+def _line_names(ax, lines) -> list:
+    """A name per line: its legend label; an unlabelled line takes the label of a line of its colour (a legend entry
+    drawn apart, e.g. one label for several seeds' lines) numbered ("RNN #2"), else "line k"."""
+    from matplotlib.colors import to_hex
+    by_colour = {}
+    for ln in ax.get_lines():
+        if not str(ln.get_label()).startswith("_"):
+            by_colour.setdefault(to_hex(ln.get_color()), str(ln.get_label()))
+    names, seen = [], {}
+    for k, ln in enumerate(lines):
+        own = str(ln.get_label())
+        if not own.startswith("_"):
+            names.append(own)
+            continue
+        base = by_colour.get(to_hex(ln.get_color()))
+        if base is None:
+            names.append(_label(ln, k, "line"))
+        else:
+            seen[base] = seen.get(base, 0) + 1
+            names.append(f"{base} #{seen[base]}")
+    return names
+
+
 def _describe_axes(ax) -> str:
     """An axes in words, from the artists drawn on it: images, lines, bars, points; axes without data give their
     title and texts (e.g. a diagram drawn with patches)."""
@@ -303,7 +326,7 @@ def _describe_axes(ax) -> str:
     refs = [(axis, ln) for ln in lines for axis, tf in (("y", ax.get_yaxis_transform()), ("x", ax.get_xaxis_transform()))
             if ln.get_transform() == tf]
     data = [ln for ln in lines if ln not in [r for _, r in refs]]
-    series = [(_label(ln, k, "line"), _array(ln.get_xdata()), _array(ln.get_ydata())) for k, ln in enumerate(data)]
+    series = [(name, _array(ln.get_xdata()), _array(ln.get_ydata())) for name, ln in zip(_line_names(ax, data), data)]
     bars = [c for c in ax.containers if isinstance(c, BarContainer)]
     points = [c for c in ax.collections if isinstance(c, PathCollection) and len(c.get_offsets())]
     arrows = [t for t in ax.texts if isinstance(t, Annotation) and t.arrow_patch is not None]
@@ -315,6 +338,10 @@ def _describe_axes(ax) -> str:
     if not (series or bars or points or refs):
         texts = [t.get_text().strip() for t in ax.texts if t.get_text().strip()]
         return _sentence([title, "labels: " + ", ".join(texts) if texts else ""]) or "an empty figure"
+    names = _tick_names(ax.yaxis, max([round(v) for v in ax.yaxis.get_majorticklocs()] + [0]) + 1)
+    dots = _dot_rows(ax, names, title, xlabel, points, data, refs) if names is not None and not bars else None
+    if dots is not None:
+        return dots
     x0, x1 = ax.get_xlim()
     y0, y1 = ax.get_ylim()
     head = f"{title}: " if title else ""
@@ -340,10 +367,37 @@ def _describe_axes(ax) -> str:
         xy = np.asarray(c.get_offsets(), float)
         parts.append(f"{len(xy)} {_label(c, k, 'points')} with x from {_num(xy[:, 0].min())} to "
                      f"{_num(xy[:, 0].max())} and y from {_num(xy[:, 1].min())} to {_num(xy[:, 1].max())}")
-    for axis, ln in refs:
-        at = _array(ln.get_ydata() if axis == "y" else ln.get_xdata())[0]
-        name = f"'{ln.get_label()}' " if not str(ln.get_label()).startswith("_") else ""
-        parts.append(f"{name}reference line at {axis}={_num(at)}")
+    parts += [_ref_phrase(axis, ln) for axis, ln in refs]
+    return _sentence(parts)
+
+
+def _ref_phrase(axis: str, ln) -> str:
+    """An axhline/axvline in words, with its legend label if it has one."""
+    at = _array(ln.get_ydata() if axis == "y" else ln.get_xdata())[0]
+    name = f"'{ln.get_label()}' " if not str(ln.get_label()).startswith("_") else ""
+    return f"{name}reference line at {axis}={_num(at)}"
+
+
+def _dot_rows(ax, names, title, xlabel, points, lines, refs) -> Optional[str]:
+    """A dot plot (named rows on the y axis, values along x) in words: each row's values, smallest first. Dots are
+    points and marker-only lines within a quarter row of a name (solid lines, e.g. a mean's tick, are left out)."""
+    rows = {i: [] for i in range(len(names))}
+    xy = [np.asarray(c.get_offsets(), float) for c in points]
+    xy += [np.column_stack([_array(ln.get_xdata()), _array(ln.get_ydata())]) for ln in lines
+           if ln.get_linestyle() in ("None", "", " ")]
+    for x, y in (pt for arr in xy for pt in arr):
+        if np.isfinite(x) and abs(y - round(y)) <= 0.25 and round(y) in rows:
+            rows[round(y)].append(x)
+    if not any(rows.values()):
+        return None   # custom tick labels on a numeric axis: not a dot plot
+    head = f"{title}: " if title else ""
+    parts = [f"{head}dot plot of {xlabel or 'x'} for {len(names)} rows"]
+    for i in sorted(rows, reverse=True):   # top row first, as a reader sees them
+        if rows[i]:
+            xs = sorted(rows[i])
+            more = f" and {len(xs) - _MAX_ITEMS} more" if len(xs) > _MAX_ITEMS else ""
+            parts.append(f"{names[i]}: {', '.join(_num(x) for x in xs[:_MAX_ITEMS])}{more}")
+    parts += [_ref_phrase(axis, ln) for axis, ln in refs]
     return _sentence(parts)
 
 

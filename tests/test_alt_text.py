@@ -122,6 +122,36 @@ def test_vertical_reference_lines_twin_axes_and_arrows_are_described():
     assert alt_text(fig) == "pair 0; 1 arrow: from (0, 0) to (0.5, 0.8)"
 
 
+def test_unlabelled_lines_take_the_legend_label_of_their_colour():
+    fig, ax = plots.new_figure()
+    for seed in range(2):
+        ax.plot([1, 2], [0.5 + seed, 0.25], color="tab:red")
+    ax.plot([], [], color="tab:red", label="RNN")           # one legend entry for the seeds' lines
+    ax.plot([1, 2], [1, 2], color="tab:blue")
+    alt = alt_text(fig)
+    assert "'RNN #1' goes from 0.5 at x=1 to 0.25 at x=2; 'RNN #2' goes from 1.5 at x=1 to 0.25 at x=2" in alt
+    assert "'line 3' goes from 1 at x=1 to 2 at x=2" in alt
+
+
+def test_a_dot_plot_gives_each_named_rows_values():
+    fig, axes = plots.new_figure(ncols=2, sharey=True)
+    names = ["baseline", "+ RoPE"]
+    for ax in axes:
+        for y, _ in enumerate(names):
+            ax.scatter([100 + 10 * y, 120 + 10 * y], [y, y])
+            ax.plot([110 + 10 * y] * 2, [y - 0.3, y + 0.3], color="k")    # the mean's tick: not a dot
+        ax.axvline(300)
+    axes[0].set_yticks(range(2), names)
+    axes[0].set_xlabel("steps")
+    alt = alt_text(fig)
+    assert alt.startswith("panel 1 of 2, dot plot of steps for 2 rows; + RoPE: 110, 130; baseline: 100, 120; "
+                          "reference line at x=300")
+    fig, ax = plots.new_figure()
+    ax.plot([1, 2, 3], [10, 20, 15])
+    ax.set_yticks([10, 20], ["ten", "twenty"])   # named ticks on a numeric axis: still a line
+    assert "goes from 10 at x=1 to 15 at x=3 (highest 20 at x=2)" in alt_text(fig)
+
+
 def test_an_image_is_described_like_a_heatmap_and_a_colorbar_is_not_a_panel():
     fig, ax = plots.new_figure()
     im = ax.imshow(np.array([[0.1, 0.9], [0.7, 0.3]]))
