@@ -56,9 +56,11 @@ def _role(role: str) -> Tuple[str, str]:
 class Diagram:
     """A blank canvas of width x height grid units with helpers for boxes, arrows, circles and labels."""
 
-    def __init__(self, width: float, height: float, title: str = ""):
+    def __init__(self, width: float, height: float, title: str = "", alt: Optional[str] = None):
         positive_number(width=width, height=height)   # in grid units
         self.width, self.height = width, height
+        self.title, self.labels = title, {"box": [], "group": [], "note": []}   # what the alt text names
+        self.alt = alt
         extra = 0.45 if title else 0.0   # inches for the title
         self.figure = Figure(figsize=(width * UNIT_INCH, height * UNIT_INCH + extra), dpi=SCREEN_DPI)
         top = 1 - extra / (height * UNIT_INCH + extra)
@@ -69,6 +71,22 @@ class Diagram:
         self.ax.axis("off")
         if title:
             self.figure.suptitle(title, fontsize=FONT + 2, y=1 - 0.08 / (height * UNIT_INCH + extra))
+        self.figure._book_alt = self.alt_text   # read when the figure is shown (book.plots.alt_text)
+
+    def alt_text(self) -> str:
+        """The diagram in words: its title, then its boxes, frames and other labels in the order they were drawn
+        (`alt` of the constructor replaces it)."""
+        if self.alt is not None:
+            if not isinstance(self.alt, str) or not self.alt.strip():
+                raise ValueError(f"alt must be a non-empty str describing the diagram, got {self.alt!r}")
+            return self.alt.strip()
+        def flat(items):
+            return ", ".join(" ".join(str(t).split()) for t in items)
+        parts = [f"Diagram: {self.title}" if self.title else "Diagram"]
+        for key, name in (("box", "boxes"), ("group", "frames"), ("note", "labels")):
+            if self.labels[key]:
+                parts.append(f"{name}: {flat(self.labels[key])}")
+        return "; ".join(parts)
 
     def box(self, x: float, y: float, text: str = "", role: str = "plain", w: float = 1.2, h: float = 0.7,
             fontsize: Optional[float] = None, dashed: bool = False, bold: bool = False):
@@ -78,6 +96,7 @@ class Diagram:
                                          facecolor=fill, edgecolor=edge, linewidth=1.4,
                                          linestyle="--" if dashed else "-"))
         if text:
+            self.labels["box"].append(text)
             self.ax.text(x, y, text, ha="center", va="center", fontsize=fontsize or FONT,
                          fontweight="bold" if bold else "normal")
         return (x - w / 2, y - h / 2, w, h)
@@ -89,6 +108,7 @@ class Diagram:
         self.ax.add_patch(FancyBboxPatch((x0, y0), x1 - x0, y1 - y0, boxstyle="round,pad=0,rounding_size=0.2",
                                          facecolor="none", edgecolor=edge, linewidth=1.1, linestyle="--"))
         if label:
+            self.labels["group"].append(label)
             if label_at == "top":
                 self.ax.text((x0 + x1) / 2, y1 + 0.08, label, ha="center", va="bottom", fontsize=FONT, color=edge)
             else:
@@ -98,6 +118,7 @@ class Diagram:
         """A small circle (a sum, a product) at (x, y)."""
         fill, edge = _role(role)
         self.ax.add_patch(Circle((x, y), r, facecolor=fill, edgecolor=edge, linewidth=1.3))
+        self.labels["note"].append(text)
         self.ax.text(x, y, text, ha="center", va="center", fontsize=FONT + 1)
 
     def arrow(self, start: Sequence[float], end: Sequence[float], text: str = "", color: str = "#333333",
@@ -109,6 +130,7 @@ class Diagram:
                                 connectionstyle=f"arc3,rad={curve}", shrinkA=0, shrinkB=0)
         self.ax.add_patch(patch)
         if text:
+            self.labels["note"].append(text)
             mx, my = (start[0] + end[0]) / 2 + text_offset[0], (start[1] + end[1]) / 2 + text_offset[1]
             self.ax.text(mx, my, text, ha="center", va="bottom", fontsize=FONT - 1, color=color)
         return patch
@@ -123,6 +145,7 @@ class Diagram:
     def text(self, x: float, y: float, text: str, fontsize: Optional[float] = None, ha: str = "center",
              va: str = "center", color: str = "#222222", italic: bool = False):
         """Free text at (x, y)."""
+        self.labels["note"].append(text)
         self.ax.text(x, y, text, ha=ha, va=va, fontsize=fontsize or FONT, color=color,
                      fontstyle="italic" if italic else "normal")
 

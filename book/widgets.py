@@ -3,16 +3,22 @@
 Every frame is drawn once, ahead of time, as a small PNG. With ipywidgets >= 8 the frames sit in
 a `Stack` whose `selected_index` is linked to the slider in the browser (jslink), so moving the
 slider on the static site switches frames client-side. ipywidgets 7 (e.g. Colab) has no `Stack`:
-then a live kernel swaps the image's bytes when the slider moves.
+then a live kernel swaps the frame when the slider moves.
+
+A frame is an HTML widget holding `<img alt="..." src="data:image/png;base64,...">`, not an Image widget:
+ipywidgets' Image has no alt text, and the frame's alt is the description of the figure drawn for that value
+(book.plots.alt_text). The base64 PNG weighs what an Image widget's stored buffer weighs (also base64 in the
+notebook's widget state); the site's Content-Security-Policy allows data: images.
 """
 from __future__ import annotations
 
+import base64
 import html
 from typing import Callable, Optional, Sequence, Tuple
 
 import ipywidgets as widgets
 
-from .plots import display_width, to_png
+from .plots import alt_text, display_width, to_png
 
 __all__ = ["slider", "slider2", "has_stack", "bars_html"]
 
@@ -53,14 +59,31 @@ def _figure(fig, value):
 
 
 def _render(figs):
-    """PNG bytes and screen widths of the figures (the PNGs are drawn at plots.PIXEL_RATIO x that width)."""
-    return [to_png(f) for f in figs], [display_width(f) for f in figs]
+    """PNG bytes, screen widths and alt texts of the figures (the PNGs are drawn at plots.PIXEL_RATIO x that
+    width)."""
+    return [to_png(f) for f in figs], [display_width(f) for f in figs], [alt_text(f) for f in figs]
 
 
-def _frames(pngs, width):
-    """Image widgets; width is one number for all frames, or a list with one per frame."""
+def frame_html(png: bytes, width: int, alt: str) -> str:
+    """One frame: the PNG inline, shown `width` CSS px wide (never wider than its column), with its alt text."""
+    if not alt or not str(alt).strip():
+        raise ValueError(f"a slider frame needs alt text describing it, got {alt!r}")
+    return (f'<img alt="{html.escape(str(alt), quote=True)}" src="data:image/png;base64,'
+            f'{base64.b64encode(png).decode("ascii")}" width="{int(width)}" '
+            'style="display:block;max-width:100%;height:auto">')
+
+
+def _frames(pngs, width, alts):
+    """Each frame's HTML (frame_html); width is one number for all frames, or a list with one per frame."""
     widths = width if isinstance(width, list) else [width] * len(pngs)
-    return [widgets.Image(value=p, format="png", width=w) for p, w in zip(pngs, widths)]
+    return [frame_html(p, w, a) for p, w, a in zip(pngs, widths, alts)]
+
+
+def _stack(frames, control, index):
+    """A Stack of the frames (HTML widgets) whose selected_index follows `control` in the browser (jslink)."""
+    stack = widgets.Stack([widgets.HTML(value=f) for f in frames], selected_index=index)
+    widgets.jslink((control, "index"), (stack, "selected_index"))
+    return stack
 
 
 def _control(values, index, description):
@@ -73,29 +96,21 @@ def _control(values, index, description):
 def _readout(values, control, index):
     """The slider's value in full beside it: a Stack of labels jslinked to it (ipywidgets 8), or one label the
     kernel updates (ipywidgets 7)."""
-    labels = [widgets.HTML(value=f"<b>{html.escape(str(v))}</b>") for v in values]
-    if has_stack():
-        stack = widgets.Stack(labels, selected_index=index)
-        widgets.jslink((control, "index"), (stack, "selected_index"))
-        return stack
-    label = widgets.HTML(value=labels[index].value)
-    control.observe(lambda change: setattr(label, "value", labels[change["new"]].value), names="index")
-    return label
+    return _view([f"<b>{html.escape(str(v))}</b>" for v in values], control, index)
 
 
 def _row(control, values, index):
     return widgets.HBox([control, _readout(values, control, index)])
 
 
-def _view(frames, control, index, stack_cls=None):
-    """A Stack linked to `control` (ipywidgets 8), or one image swapped by the kernel (ipywidgets 7)."""
+def _view(frames, control, index):
+    """HTML `frames` shown one at a time as `control` moves: a Stack linked to it (ipywidgets 8), or one HTML
+    widget the kernel updates (ipywidgets 7)."""
     if has_stack():
-        stack = widgets.Stack(frames, selected_index=index)
-        widgets.jslink((control, "index"), (stack, "selected_index"))
-        return stack
-    image = widgets.Image(value=frames[index].value, format="png", width=frames[index].width)
-    control.observe(lambda change: setattr(image, "value", frames[change["new"]].value), names="index")
-    return image
+        return _stack(frames, control, index)
+    shown = widgets.HTML(value=frames[index])
+    control.observe(lambda change: setattr(shown, "value", frames[change["new"]]), names="index")
+    return shown
 
 
 def slider(values: Sequence, draw: Callable, *, description: str = "", default=None,
@@ -106,9 +121,9 @@ def slider(values: Sequence, draw: Callable, *, description: str = "", default=N
     """
     values = list(values)             # once: a generator would be used up by the check
     index = _check(values, default, "slider")
-    pngs, widths = _render([_figure(draw(v), v) for v in values])
+    pngs, widths, alts = _render([_figure(draw(v), v) for v in values])
     control = _control(values, index, description)
-    box = SliderBox([_row(control, values, index), _view(_frames(pngs, width or widths), control, index)])
+    box = SliderBox([_row(control, values, index), _view(_frames(pngs, width or widths, alts), control, index)])
     box._book_label = f"{description or 'value'}: {len(values)} frames"
     return box
 
@@ -125,19 +140,13 @@ def slider2(values_a: Sequence, values_b: Sequence, draw: Callable, *,
     ctrl_a = _control(values_a, ia, descriptions[0])
     ctrl_b = _control(values_b, ib, descriptions[1])
     rendered = [_render([_figure(draw(a, b), (a, b)) for b in values_b]) for a in values_a]
-    grid = [pngs for pngs, _ in rendered]
-    widths = [w for _, w in rendered]
+    grid = [_frames(pngs, width or row_widths, alts) for pngs, row_widths, alts in rendered]
     if has_stack():
-        inner = []
-        for row, row_widths in zip(grid, widths):
-            s = widgets.Stack(_frames(row, width or row_widths), selected_index=ib)
-            widgets.jslink((ctrl_b, "index"), (s, "selected_index"))
-            inner.append(s)
-        outer = widgets.Stack(inner, selected_index=ia)
+        outer = widgets.Stack([_stack(row, ctrl_b, ib) for row in grid], selected_index=ia)
         widgets.jslink((ctrl_a, "index"), (outer, "selected_index"))
         view = outer
     else:
-        view = _frames([grid[ia][ib]], width or widths[ia][ib])[0]
+        view = widgets.HTML(value=grid[ia][ib])
 
         def update(_change):
             view.value = grid[ctrl_a.index][ctrl_b.index]

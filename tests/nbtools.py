@@ -273,3 +273,38 @@ def spread_problems(chapter: str, outputs, recorded: dict, compared_exactly: boo
                                 f"{info['margin']:g} x spread {width:g} = {need:g}: re-execute the chapter")
                 break
     return problems
+
+
+# ---- figures and slider frames, with their alt text ------------------------------------------------------------
+FRAME_RE = re.compile(r'^<img alt="([^"]*)" src="data:image/png;base64,([A-Za-z0-9+/=]+)" width="(\d+)"')
+
+
+def frame_parts(value: str):
+    """(png bytes, width, alt) of a slider frame's HTML (book.widgets.frame_html), or None for any other HTML."""
+    import base64
+    import html
+    m = FRAME_RE.match(value or "")
+    return (base64.b64decode(m.group(2)), int(m.group(3)), html.unescape(m.group(1))) if m else None
+
+
+def notebook_images(nb) -> list:
+    """(where, png bytes, shown width, alt or None) of every inline figure and every slider frame of a notebook:
+    figures from their PNG outputs and output metadata, frames from the widget state (HTML frames with their alt;
+    Image widgets, which have none, as None)."""
+    import base64
+    found = []
+    for k, cell in enumerate(nb["cells"]):
+        for out in cell.get("outputs", []):
+            if "image/png" in out.get("data", {}):
+                meta = (out.get("metadata") or {}).get("image/png", {})
+                found.append((f"cell {k}", base64.b64decode(out["data"]["image/png"]), int(meta.get("width", 0)),
+                              meta.get("alt")))
+    state = nb["metadata"].get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    for mid, model in state.items():
+        if model.get("model_name") == "ImageModel":
+            png = base64.b64decode(next(b["data"] for b in model.get("buffers", []) if b["path"] == ["value"]))
+            found.append((f"widget {mid}", png, int(model["state"]["width"]), None))
+        elif model.get("model_name") == "HTMLModel" and frame_parts(model["state"].get("value", "")):
+            png, width, alt = frame_parts(model["state"]["value"])
+            found.append((f"widget {mid}", png, width, alt))
+    return found

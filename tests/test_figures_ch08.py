@@ -1,11 +1,11 @@
 """Chapter 8's committed figures are at the book's resolution: every PNG, inline or a slider frame, carries
 plots.PIXEL_RATIO times the pixels of the width it is shown at (160 dpi for a figure shown at 80 CSS px per inch).
 The 2026-12-03 review read the shown widths (440 px, 480 px) as the PNGs' and reported 80 dpi; this pins the fact."""
-import base64
 import json
 from pathlib import Path
 
 from book.plots import PIXEL_RATIO
+from nbtools import notebook_images
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "chapters" / "08_encoder_decoder.ipynb"
 
@@ -17,18 +17,7 @@ def _png_width(data: bytes) -> int:
 
 def _shown_and_drawn(nb):
     """(width shown, PNG width) for every inline figure and every slider frame of the notebook."""
-    pairs = []
-    for cell in nb["cells"]:
-        for out in cell.get("outputs", []):
-            if "image/png" in out.get("data", {}):
-                png = base64.b64decode(out["data"]["image/png"])
-                pairs.append((int(out["metadata"]["image/png"]["width"]), _png_width(png)))
-    state = nb["metadata"].get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
-    for model in state.values():
-        if model.get("model_name") == "ImageModel":
-            png = base64.b64decode(next(b["data"] for b in model.get("buffers", []) if b["path"] == ["value"]))
-            pairs.append((int(model["state"]["width"]), _png_width(png)))
-    return pairs
+    return [(shown, _png_width(png)) for _, png, shown, _ in notebook_images(nb)]
 
 
 def test_every_chapter_8_figure_and_slider_frame_is_drawn_at_twice_its_shown_width():

@@ -11,6 +11,7 @@ from book.chapters import ch01
 from book.train import (History, evaluate_lm, leaderboard_row, lm_loss, nats_to_bits, train_lm, warmup_cosine,
                         LEADERBOARD_MIME)
 from book.chapters.ch01 import check_bits_per_char
+from nbtools import frame_parts
 
 
 # ---- ngram -------------------------------------------------------------------
@@ -173,6 +174,11 @@ def test_slider_structure_and_link():
     assert control.index == 1 and stack.selected_index == 1
     assert len({img.value for img in stack.children}) == 3          # three different frames
     assert repr(box) == "<slider n: 3 frames>"
+    # each frame is an <img> with the alt text of the figure drawn for its value, shown at the figure's width
+    parts = [frame_parts(f.value) for f in stack.children]
+    assert [p[1] for p in parts] == [plots.display_width(_draw(v)) for v in (1, 2, 3)]
+    assert [p[0] for p in parts] == [plots.to_png(_draw(v)) for v in (1, 2, 3)]
+    assert [p[2].split("; ")[-1] for p in parts] == [f"'line' goes from 0 at x=0 to {v} at x=1" for v in (1, 2, 3)]
 
 
 def test_slider_errors():
@@ -192,6 +198,8 @@ def test_slider2_is_a_stack_of_stacks():
     a, b, outer = box.children
     assert isinstance(outer, ipw.Stack) and outer.selected_index == 1
     assert all(isinstance(s, ipw.Stack) and len(s.children) == 3 for s in outer.children)
+    alts = [[frame_parts(f.value)[2] for f in s.children] for s in outer.children]
+    assert alts[1][2].endswith("'line' goes from 0 at x=0 to 6 at x=1"), alts   # draw(2, 3): the line to 2 x 3
 
 
 def test_fallback_without_stack(monkeypatch):
@@ -202,10 +210,11 @@ def test_fallback_without_stack(monkeypatch):
     box = widgets.slider([1, 2, 3], _draw, default=1)
     row, image = box.children
     control, label = row.children
-    assert isinstance(image, ipw.Image)
+    assert isinstance(image, ipw.HTML) and frame_parts(image.value) is not None
     first = image.value
     control.index = 2
     assert image.value != first and label.value == "<b>3</b>"
+    assert "goes from 0 at x=0 to 3 at x=1" in frame_parts(image.value)[2]      # the alt follows the frame
     box2 = widgets.slider2([1, 2], [1, 3], _draw)
     (ca, _), (cb, _) = (r.children for r in box2.children[:2])
     image2 = box2.children[2]

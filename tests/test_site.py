@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from conftest import ASSETS, SITE_SOURCE, load_tool
+from nbtools import frame_parts
 
 CONFIG = yaml.safe_load((SITE_SOURCE / "_config.yml").read_text(encoding="utf8"))
 TOC_PATH = SITE_SOURCE / "_toc.yml"
@@ -31,7 +32,7 @@ ID_RE = re.compile(r'\s(?:id|name)="([^"]+)"')
 # scanned once loaded; a violation of these impacts fails test_no_serious_accessibility_violations.
 AXE_JS = ASSETS / "node_modules" / "axe-core" / "axe.min.js"
 AXE_IMPACTS = ("serious", "critical")
-AXE_LATER = {"image-alt"}   # figures' and slider frames' alt text (issue 35 item 4): test_every_image_has_alt_text
+AXE_LATER = {"image-alt"}   # figures' and slider frames' alt text: checked by test_every_image_has_alt_text
 AXE_RUN_JS = """async () => (await axe.run(document, {resultTypes: ['violations']})).violations.map(
   v => ({id: v.id, impact: v.impact, targets: v.nodes.map(n => n.target.join(' '))}))"""
 # Slider models the test can drive with the keyboard: model name -> the attribute a jslink uses
@@ -225,11 +226,15 @@ def test_no_serious_accessibility_violations(visits, docname):
     assert not found, f"{docname}: axe-core violations: {found}"
 
 
-@pytest.mark.xfail(strict=True, reason="figure alt text: issue 35 item 4, in progress")
-def test_every_image_has_alt_text(visits):
-    """axe-core's image-alt on every page: each image the reader sees (figures, sliders' frames) has alt text."""
+def test_every_image_has_alt_text(visits, site_html):
+    """axe-core's image-alt on every page: each image the reader sees (figures, sliders' frames) has alt text; and
+    no figure's alt is its file's path (myst-nb's default when the output carries none: _ext/figure_alt.py)."""
     found = [f"{d}: {v}" for d in PAGES for v in serious_violations(visits[d].violations, rules=AXE_LATER)]
     assert not found, f"{len(found)} images without alt text: {found}"
+    paths = [f"{d}: {alt}" for d in PAGES for alt in re.findall(r'<img\b[^>]*\balt="([^"]*)"',
+                                                               (site_html / f"{d}.html").read_text(encoding="utf8"))
+             if re.search(r"\.(png|jpe?g|gif|svg)$", alt.strip())]
+    assert not paths, f"{len(paths)} images whose alt text is a file path: {paths[:5]}"
 
 
 @pytest.mark.parametrize("docname", PAGES)
@@ -374,11 +379,13 @@ class WidgetState:
 
     def __init__(self, state: dict):
         self.models = {mid: dict(m["state"], _name=m["model_name"]) for mid, m in state.items()}
-        self.images = {}
+        self.images = {}   # model id -> PNG bytes of each slider frame: an HTML <img> (book.widgets) or an Image
         for mid, m in state.items():
             for buf in m.get("buffers", []):
                 if buf.get("path") == ["value"]:
                     self.images[mid] = base64.b64decode(buf["data"])
+            if m["model_name"] == "HTMLModel" and frame_parts(m["state"].get("value", "")):
+                self.images[mid] = frame_parts(m["state"]["value"])[0]
         self.links = []  # (source id, attr, target id, attr, both directions?)
         for m in self.models.values():
             if m["_name"] in ("LinkModel", "DirectionalLinkModel"):
@@ -434,7 +441,8 @@ class WidgetState:
         return out
 
     def frames(self, root: str) -> list[bytes]:
-        return [self.images.get(mid, b"") for mid in self.visible(root) if self.models[mid]["_name"] == "ImageModel"]
+        return [self.images.get(mid, b"") for mid in self.visible(root)
+                if self.models[mid]["_name"] == "ImageModel" or mid in self.images]
 
     def press(self, mid: str, key: str) -> None:
         """Apply a key press on slider `mid` (noUiSlider keyboard semantics)."""
