@@ -237,7 +237,8 @@ def _lines_alt(title: str, xlabel: str, ylabel: str, series, logx: bool = False,
     kind = f"{head}line plot of {ylabel or 'y'} against {xlabel or 'x'}"
     parts = [kind]
     if xs_all.size and np.isfinite(xs_all).any():
-        parts.append(f"x from {_num(np.nanmin(xs_all))} to {_num(np.nanmax(xs_all))}" + (" (log scale)" if logx else ""))
+        parts.append(f"x from {_num(np.nanmin(xs_all))} to {_num(np.nanmax(xs_all))}"
+                     + (" (log scale)" if logx else ""))
     if logy:
         parts.append("y on a log scale")
     parts += [_series_phrase(lab, np.asarray(x, float), np.asarray(y, float)) for lab, x, y in series[:_MAX_ITEMS]]
@@ -325,8 +326,8 @@ def _describe_axes(ax) -> str:
         return _sentence(parts)
     lines = [ln for ln in ax.get_lines() if ln.get_visible() and len(ln.get_xdata()) > 0]
     # axhline / axvline: a reference level (drawn in axes units along the other axis)
-    refs = [(axis, ln) for ln in lines for axis, tf in (("y", ax.get_yaxis_transform()), ("x", ax.get_xaxis_transform()))
-            if ln.get_transform() == tf]
+    transforms = (("y", ax.get_yaxis_transform()), ("x", ax.get_xaxis_transform()))
+    refs = [(axis, ln) for ln in lines for axis, tf in transforms if ln.get_transform() == tf]
     data = [ln for ln in lines if ln not in [r for _, r in refs]]
     series = [(name, _array(ln.get_xdata()), _array(ln.get_ydata())) for name, ln in zip(_line_names(ax, data), data)]
     bars = [c for c in ax.containers if isinstance(c, BarContainer)]
