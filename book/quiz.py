@@ -24,11 +24,12 @@ import hashlib
 import html
 import json
 import math
+import re
 from typing import Optional, Sequence
 
 from .utils import GLUED, _display_unit, glued_numbers, recorded_seed_values
 
-__all__ = ["ask", "Question", "MIME_KEY"]
+__all__ = ["ask", "Question", "MIME_KEY", "shown", "number", "numbers"]
 
 MIME_KEY = "book_quiz"          # the output metadata key that holds the question's spec
 
@@ -54,13 +55,15 @@ class Question:
         digest = hashlib.sha256(json.dumps([question, self.choices, numeric]).encode()).hexdigest()[:12]
         self.div_id = "bq" + digest           # a JS identifier too: jupyterquiz names a variable after it
         self.display_id = "book-quiz-" + digest
-        self.output: tuple = ()               # (data, metadata) of the answered quiz, once answered
         self.spec: dict = {"question": question, "kind": "numeric" if numeric else "choice", "surprise": surprise,
                            "answered": False}
         if not numeric:
             self.spec["choices"] = self.choices
         else:
             self.spec.update(unit=unit, within=within)
+        # (data, metadata) shown: the question alone, then (`answer`) the answered quiz
+        self.output: tuple = self._bundle(self._static(
+            "<p><em>Commit to an answer; the cells below measure it.</em></p>"))
 
     # ---- what the reader sees -------------------------------------------------------------------------
     def _static(self, answer_html: str = "") -> str:
@@ -79,8 +82,7 @@ class Question:
 
     def _show(self) -> None:
         from IPython.display import display
-        data, metadata = self._bundle(self._static(
-            "<p><em>Commit to an answer; the cells below measure it.</em></p>"))
+        data, metadata = self.output
         display(data, raw=True, metadata=metadata, display_id=self.display_id)
 
     # ---- the measured answer --------------------------------------------------------------------------
@@ -163,6 +165,8 @@ class Question:
             shown = _short(x)
         slack = self.within * abs(x)
         lo, hi = x - width - slack, x + width + slack
+        if self.unit == "%":            # a share: never below 0 % or above 100 %
+            lo, hi = max(lo, 0.0), min(hi, 100.0)
         out.update(answer=x, tolerance=width, range=[lo, hi], seeds=seeds,
                    measured=measured or (shown + (" " + self.unit if self.unit else "")))
         return out
@@ -202,14 +206,15 @@ class Question:
                   f"{html.escape(self._feedback(spec, ''))}</p></details>")
         div = self.div_id
         prefix, static, url = load_questions_script(quiz, div)
-        script = build_script(prefix, static, url, div, True)
+        script = build_script(prefix, static, url, div, False).replace(
+            "if (typeof Question === 'undefined') {\n", "if (typeof Question === 'undefined') {\n" + _library_js(quiz))
         script += (f'\n(function hide() {{ var q = document.getElementById("{div}"), '
                    f's = document.getElementById("{div}-static");\n'
                    f'  if (q && s && q.children.length) {{ s.hidden = true; }} else {{ setTimeout(hide, 200); }}\n'
                    "})();\n")
         # jupyterquiz's container div is left open by render_div; it is closed here, empty until the script runs
         container = render_div(div, False, False, False, 1_000_000, 640, 10, "left") + "</div>"
-        return (self._static(folded) + container + build_styles(div, _palette())
+        return (self._static(folded) + container + re.sub(r"\s*\n\s*", "\n", build_styles(div, _palette()))
                 + f"<script>{script}</script>")
 
     def _update(self, quiz: list, spec: dict) -> None:
@@ -221,6 +226,30 @@ class Question:
         update_display(data, raw=True, metadata=metadata, display_id=self.display_id)
 
 
+_JS_FILES = {"multiple_choice": ("helpers.js", "multiple_choice.js", "show_questions.js"),
+             "numeric": ("helpers.js", "numeric.js", "show_questions.js")}
+_BLOCK_COMMENT = re.compile(r"/\*.*?\*/", re.S)
+_DROPPED_LINE = re.compile(r"\s*(//.*|console\.log\(.*\);?)?")
+
+
+def _library_js(quiz: list) -> str:
+    """jupyterquiz's own JavaScript for this question's type only (its build_script inlines every type, 38 kB),
+    without comments, console logging and indentation: about a third of that, in every quiz's one output (Colab
+    shows each output in its own frame, so each carries the code it runs)."""
+    from importlib.resources import files
+
+    kind = quiz[0]["type"]
+    code = "\n".join(files("jupyterquiz").joinpath("js", name).read_text(encoding="utf-8")
+                     for name in _JS_FILES[kind])
+    lines = [line.strip() for line in _BLOCK_COMMENT.sub("", code).splitlines()]
+    kept = [line for line in lines if not _DROPPED_LINE.fullmatch(line)] + [""]
+    # A line break after ; { or , or before }, never decides where a statement ends (no automatic semicolon hangs
+    # on it), so those lines are joined (unless one may end in a // comment): a notebook stores every line of an
+    # output as one more JSON string.
+    return "".join(line + (" " if "//" not in line and (line.endswith((";", "{", ",")) or after.startswith("}"))
+                           else "\n") for line, after in zip(kept, kept[1:]))
+
+
 def _palette() -> dict:
     """jupyterquiz's default colours (display_quiz's, which render_div's callers pass in)."""
     return {"--jq-multiple-choice-bg": "#392061", "--jq-mc-button-bg": "#fafafa", "--jq-mc-button-border": "#e0e0e0e0",
@@ -230,12 +259,38 @@ def _palette() -> dict:
             "--jq-correct-color": "#009113", "--jq-text-color": "#fafafa", "--jq-link-color": "#9abafa"}
 
 
+def _record(name: str) -> dict:
+    if name not in GLUED:
+        raise ValueError(f"name must be a value glued earlier in this kernel, got {name!r}")
+    return GLUED[name]
+
+
+def shown(name: str) -> str:
+    """The glued value `name` as the page shows it ('96%', '2.438', 'behind')."""
+    text = _record(name)["text"]
+    return text[1:-1] if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"" else text
+
+
+def numbers(name: str) -> list:
+    """The numbers the glued value `name` shows, in order ('80%–96%' -> [80.0, 96.0])."""
+    return glued_numbers(_record(name)["text"])[1]
+
+
+def number(name: str) -> float:
+    """The one number the glued value `name` shows ('96%' -> 96.0): what a choice is picked from."""
+    found = numbers(name)
+    if len(found) != 1:
+        raise ValueError(f"name {name!r} shows {len(found)} numbers ({shown(name)}); use numbers(name)")
+    return found[0]
+
+
 def ask(question: str, choices: Optional[Sequence[str]] = None, *, numeric: bool = False, unit: str = "",
         within: float = 0.1, surprise: bool = False) -> Question:
     """Show a question before the cell that measures its answer; return it for that cell's `q.answer(...)`.
 
     Give `choices` (>= 2 distinct strings) or numeric=True (with `unit`, and `within`: how close, as a share of
-    the measured value, a reader's number must come on top of the measurement's own tolerance). `surprise`
+    the measured value, a reader's number must come on top of the measurement's own tolerance; with unit="%" the
+    range stays within 0 and 100). `surprise`
     marks a question a first-time reader would likely get wrong (the suite wants a third of them so).
     """
     if not isinstance(question, str) or not question.strip():

@@ -49,6 +49,13 @@ def test_numeric_tolerance_is_never_below_the_last_digit_shown(glued):
     assert q.spec["range"] == [86.0, 88.0]
 
 
+def test_a_percentage_range_stays_within_0_and_100(glued):
+    glue("t_acc", "96%", tol=22)
+    q = quiz.ask("Accuracy?", numeric=True, unit="%", within=0.1)
+    q.answer("t_acc", why="w.")
+    assert q.spec["range"] == pytest.approx([96 - 22 - 9.6, 100])
+
+
 def test_numeric_from_seed_values_reports_their_spread(glued):
     q = quiz.ask("Loss?", numeric=True, within=0)
     q.answer(2.0, spread=[1.9, 2.0, 2.2], why="w.")
@@ -118,7 +125,7 @@ def test_answer_names_the_bad_argument(glued):
 
 # ---- the committed chapters ---------------------------------------------------------------------------------------
 def _questions(nb) -> list:
-    """[(cell index, variable, stored spec or None)] of each `x = quiz.ask(...)` cell."""
+    """[(cell index, variable, stored spec or None, surprise=)] of each `x = quiz.ask(...)` cell."""
     found = []
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "code" or "quiz.ask(" not in cell.source:
@@ -129,7 +136,10 @@ def _questions(nb) -> list:
                 specs = [o["metadata"]["book_quiz"] for o in cell.get("outputs", [])
                          if "book_quiz" in o.get("metadata", {}) and o["metadata"]["book_quiz"]["question"]
                          == ast.literal_eval(node.value.args[0])]
-                found.append((i, node.targets[0].id, specs[0] if specs else None))
+                surprise = any(k.arg == "surprise" and ast.literal_eval(k.value) for k in node.value.keywords)
+                if specs:
+                    assert specs[0]["surprise"] == surprise, f"cell {i}: the stored quiz predates its source"
+                found.append((i, node.targets[0].id, specs[0] if specs else None, surprise))
     return found
 
 
@@ -151,7 +161,7 @@ def test_every_chapter_asks_three_questions_answered_by_its_glue(path):
     glued_at = _glued_in(nb)
     questions = _questions(nb)
     assert len(questions) >= 3, f"{path.name} asks {len(questions)} predict-then-measure questions, >= 3 wanted"
-    for at, var, spec in questions:
+    for at, var, spec, _ in questions:
         answered = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and f"{var}.answer(" in c.source]
         assert answered and min(answered) > at, f"{path.name}: {var} (cell {at}) is answered in cells {answered}"
         assert spec is not None and spec["answered"], (
@@ -160,9 +170,11 @@ def test_every_chapter_asks_three_questions_answered_by_its_glue(path):
         assert names, f"{path.name}: {spec['question']!r} cites no glued value (glue= or evidence=)"
         for name in names:
             assert name in committed, f"{path.name}: {spec['question']!r} cites {name!r}, not in the committed glue"
-            assert at < glued_at.get(name, -1) <= max(answered), (
-                f"{path.name}: {name!r} is glued in cell {glued_at.get(name)}, not between the question (cell {at}) "
-                f"and its answer (cell {max(answered)}): the question must come before the measurement")
+            assert glued_at.get(name, max(answered) + 1) <= max(answered), (
+                f"{path.name}: {name!r} is glued in cell {glued_at.get(name)}, after the answer (cell {max(answered)})")
+        assert any(at < glued_at[name] for name in names), (
+            f"{path.name}: every value {spec['question']!r} cites ({names}) is glued before the question (cell {at}): "
+            "the question must come before the cell that measures its answer")
         for name, text in spec.get("evidence", {}).items():
             assert text == committed[name], (
                 f"{path.name}: {spec['question']!r} was answered with {name} = {text}, the glue now says "
@@ -179,9 +191,8 @@ def test_every_chapter_asks_three_questions_answered_by_its_glue(path):
 
 
 def test_a_third_of_the_questions_are_surprises():
-    specs = [spec for p in PATHS for _, _, spec in _questions(nbformat.read(p, as_version=4))]
-    marked = [s for s in specs if s and s["surprise"]]
-    assert specs and 3 * len(marked) >= len(specs), f"{len(marked)} of {len(specs)} questions marked surprise=True"
+    marks = [surprise for p in PATHS for *_, surprise in _questions(nbformat.read(p, as_version=4))]
+    assert marks and 3 * sum(marks) >= len(marks), f"{sum(marks)} of {len(marks)} questions marked surprise=True"
 
 
 def test_every_chapter_cell_that_asks_imports_quiz():
@@ -243,3 +254,36 @@ def test_quiz_runs_under_the_site_csp_and_reads_without_javascript(chromium, glu
         off.close()
     finally:
         server.shutdown()
+
+
+def test_shown_number_numbers_read_the_glue(glued):
+    glue("t_range", "80%–96%")
+    glue("t_word", "behind")
+    glue("t_one", 3)
+    assert quiz.shown("t_range") == "80%–96%" and quiz.numbers("t_range") == [80.0, 96.0]
+    assert quiz.shown("t_word") == "behind" and quiz.number("t_one") == 3.0
+    with pytest.raises(ValueError, match="shows 2 numbers"):
+        quiz.number("t_range")
+    with pytest.raises(ValueError, match="name must be a value glued"):
+        quiz.shown("t_missing")
+
+
+def test_nbval_compares_a_quiz_as_one_placeholder(glued):
+    """nbval runs the question's cell and compares its output at once, before the answer updates it: the
+    sanitizer of tests/sanitize.cfg makes the question alone and the answered quiz compare equal."""
+    import configparser
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "tests" / "sanitize.cfg")
+    rules = [(cfg[s]["regex"], cfg[s]["replace"]) for s in cfg.sections()]
+
+    def sanitize(text):
+        for regex, replace in rules:
+            text = re.sub(regex, replace, text)
+        return text
+
+    glue("t_bpc", "2.50", tol=0.05)
+    q = quiz.ask("Bits per character?", numeric=True, unit="bits/char")
+    asked = q.output[0]
+    q.answer("t_bpc", why="w.")
+    assert asked["text/html"] != q.output[0]["text/html"] and asked["text/plain"] == q.output[0]["text/plain"]
+    assert sanitize(asked["text/html"]) == sanitize(q.output[0]["text/html"]) == "<BOOK-QUIZ>"
