@@ -216,7 +216,8 @@ def _page(glued) -> str:
     b = quiz.ask("Bits per character?", numeric=True, unit="bits/char", within=0.1)
     b.answer("t_bpc", why="one line.")
     body = a.output[0]["text/html"] + "<p>between</p>" + b.output[0]["text/html"]
-    page = f"<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>{body}</body></html>"
+    page = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>quiz</title></head>"
+            f"<body>{body}</body></html>")
     policy = assets.csp_policy([], assets.inline_script_hashes(page))
     return page.replace("<meta charset='utf-8'>",
                         f"<meta charset='utf-8'><meta http-equiv=\"Content-Security-Policy\" content=\"{policy}\">")
@@ -244,6 +245,13 @@ def test_quiz_runs_under_the_site_csp_and_reads_without_javascript(chromium, glu
         box.fill("2.6")
         box.press("Enter")
         assert "Close enough" in page.locator(".Feedback").nth(1).inner_text()
+        axe = ROOT / ".assets" / "node_modules" / "axe-core" / "axe.min.js"     # as tests/test_site.py scans pages
+        if axe.is_file():
+            page.wait_for_timeout(1000)             # jupyterquiz's answer animations (0.8 s) have ended
+            page.evaluate(axe.read_text(encoding="utf8"))
+            found = page.evaluate("""async () => (await axe.run(document, {resultTypes: ['violations']})).violations
+              .filter(v => ['serious', 'critical'].includes(v.impact)).map(v => v.id + ': ' + v.nodes.map(n => n.target.join(' ') + ' ' + (n.any[0] || {}).message).join(' / '))""")
+            assert not found, f"axe-core: serious or critical violations in the quiz: {found}"
         context.close()
 
         off = chromium.new_context(java_script_enabled=False)
