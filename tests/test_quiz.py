@@ -250,7 +250,9 @@ def test_quiz_runs_under_the_site_csp_and_reads_without_javascript(chromium, glu
             page.wait_for_timeout(1000)             # jupyterquiz's answer animations (0.8 s) have ended
             page.evaluate(axe.read_text(encoding="utf8"))
             found = page.evaluate("""async () => (await axe.run(document, {resultTypes: ['violations']})).violations
-              .filter(v => ['serious', 'critical'].includes(v.impact)).map(v => v.id + ': ' + v.nodes.map(n => n.target.join(' ') + ' ' + (n.any[0] || {}).message).join(' / '))""")
+              .filter(v => ['serious', 'critical'].includes(v.impact))
+              .map(v => v.id + ': ' + v.nodes.map(n => n.target.join(' ') + ' ' + (n.any[0] || {}).message)
+              .join(' / '))""")
             assert not found, f"axe-core: serious or critical violations in the quiz: {found}"
         context.close()
 
