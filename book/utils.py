@@ -197,6 +197,9 @@ def seed_spread(name: str, text: str, spread, margin: float, results_dir: Option
             "width": max(values) - min(values), "values": values}
 
 
+GLUED: dict = {}   # {name: {"value", "text" (what the page shows), "tolerance"}}: this kernel's glued values
+
+
 def glue(name: str, value, display: bool = False, *, tol=None, rel=None, factor=None, timing=False,
          spread=None, margin=None) -> None:
     """Store `value` under `name` for the website's prose (myst-nb glue); a no-op where myst-nb is missing.
@@ -222,6 +225,7 @@ def glue(name: str, value, display: bool = False, *, tol=None, rel=None, factor=
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"glue name must be an identifier such as 'ch1_bigram_bpc', got {name!r}")
     spec = _check_tolerance(tol, rel, factor, timing, spread, margin)
+    GLUED[name] = {"value": value, "text": repr(value), "tolerance": spec}   # for book.quiz's answers
     try:
         import IPython
         from myst_nb.ext.glue import GLUE_PREFIX
@@ -235,6 +239,7 @@ def glue(name: str, value, display: bool = False, *, tol=None, rel=None, factor=
         text = str(bundle.get("text/plain", ""))
         spec["spread"] = seed_spread(name, text, spread, margin)
         spec["tol"] = max(spec.get("tol", 0.0), margin * spec["spread"].get("width", 0.0), _display_unit(text))
+    GLUED[name]["text"] = str(bundle.get("text/plain", GLUED[name]["text"]))
     prefix = "" if display else GLUE_PREFIX
     metadata["scrapbook"] = dict(name=name, mime_prefix=prefix)
     metadata["book_tolerance"] = spec

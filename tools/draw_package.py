@@ -19,7 +19,7 @@ LAYERS = [
     ("argument checks, safe writes", ["checks", "files"]),
     ("foundations", ["utils", "data", "results", "tokenizers", "tasks", "objectives", "plots"]),
     ("maths and counts", ["optim", "timing", "positional", "kv_cache", "decoding", "ngram", "widgets",
-                          "diagrams"]),
+                          "diagrams", "quiz"]),
     ("attention and modules", ["attention", "layers", "rnn"]),
     ("blocks", ["blocks"]),
     ("models", ["gpt", "bert", "seq2seq", "transformer"]),
