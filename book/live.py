@@ -15,8 +15,8 @@ import torch
 
 from .checks import positive_int
 from .generate import context_len_of, generate, next_token_probs
-from .plots import new_figure, to_png
-from .widgets import bars_html
+from .plots import display_width, new_figure, to_png
+from .widgets import bars_html, frame_html
 
 __all__ = ["live_gpt", "LiveGPT"]
 
@@ -44,7 +44,7 @@ class LiveGPT(widgets.VBox):
                                      description="head")
         self.bars = widgets.HTML()
         self.note = widgets.HTML()
-        self.heatmap = widgets.Image(format="png")
+        self.heatmap = widgets.HTML()      # the map as <img alt=...> (book.widgets.frame_html): screen readers too
         self.writes = 0
         self._maps, self._chars = None, []
         super().__init__([self.text, widgets.HBox([widgets.VBox([self.temperature, self.top_k, self.button,
@@ -104,7 +104,7 @@ class LiveGPT(widgets.VBox):
 
     def _draw_heatmap(self) -> None:
         if self._maps is None:
-            self.heatmap.value = b""
+            self.heatmap.value = ""
             return
         weights = self._maps[self.layer.value, self.head.value]
         T = weights.shape[0]
@@ -115,7 +115,12 @@ class LiveGPT(widgets.VBox):
         ax.set_yticks(range(T), labels, fontsize=6, family="monospace")
         ax.set(xlabel="character read", ylabel="character reading",
                title=f"layer {self.layer.value + 1}, head {self.head.value + 1} (colour: sqrt of the weight)")
-        self.heatmap.value = to_png(fig, dpi=100)
+        best = weights.max(dim=-1)
+        rows = [f"{labels[i]!r} puts {best.values[i].item():.2f} on {labels[best.indices[i].item()]!r}"
+                for i in range(max(0, T - 8), T)]                      # the weights, not the colours' square roots
+        alt = (f"attention of layer {self.layer.value + 1}, head {self.head.value + 1} over {T} characters, "
+               f"the heaviest weight of each of the last {len(rows)} rows: " + "; ".join(rows))
+        self.heatmap.value = frame_html(to_png(fig, dpi=100), display_width(fig), alt)
 
     def write(self) -> str:
         """Append n_chars sampled characters (book.generate.generate, seeded) to the text; return them."""
