@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import re
 from pathlib import Path
 
@@ -297,3 +298,19 @@ def test_nbval_compares_a_quiz_as_one_placeholder(glued):
     q.answer("t_bpc", why="w.")
     assert asked["text/html"] != q.output[0]["text/html"] and asked["text/plain"] == q.output[0]["text/plain"]
     assert sanitize(asked["text/html"]) == sanitize(q.output[0]["text/html"]) == "<BOOK-QUIZ>"
+
+
+def test_a_smoke_run_leaves_a_question_unanswered_instead_of_failing(monkeypatch):
+    """BOOK_MAX_STEPS trains a few steps: a glued 'nan' is no number, and no answer is checked, as claims are not."""
+    from book import glue, quiz
+    glue("quiz_smoke_nan", "nan", tol="any")
+    monkeypatch.delenv("BOOK_MAX_STEPS", raising=False)
+    with pytest.raises(ValueError, match="shows 0 numbers"):
+        quiz.number("quiz_smoke_nan")
+    q = quiz.ask("How many bits?", numeric=True)
+    with pytest.raises(ValueError):
+        q.answer("quiz_smoke_nan", why="because")
+    monkeypatch.setenv("BOOK_MAX_STEPS", "3")
+    assert math.isnan(quiz.number("quiz_smoke_nan"))
+    q.answer("quiz_smoke_nan", why="because")
+    assert not q.spec.get("answered")
