@@ -123,11 +123,20 @@ SCREEN_DPI = 80   # a figure's size on the page: figsize (inches) x 80 CSS pixel
 PIXEL_RATIO = 2   # PNGs carry twice as many pixels, so they stay sharp on high-density screens
 
 
-def to_png(fig: Figure, dpi: Optional[int] = None) -> bytes:
-    """PNG bytes of a figure at PIXEL_RATIO x SCREEN_DPI (default), without software/date metadata."""
+def to_png(fig: Figure, dpi: Optional[int] = None, palette: bool = False) -> bytes:
+    """PNG bytes of a figure at PIXEL_RATIO x SCREEN_DPI (default), without software/date metadata.
+
+    palette=True stores it with 256 colours (a slider's frames: a plot's few colours and a colour map's steps fit;
+    the file is about a third of the size, so a page of sliders loads faster)."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi or SCREEN_DPI * PIXEL_RATIO, metadata={"Software": None})
-    return buf.getvalue()
+    if not palette:
+        return buf.getvalue()
+    from PIL import Image
+
+    small = io.BytesIO()
+    Image.open(io.BytesIO(buf.getvalue())).convert("RGB").quantize(256).save(small, "PNG", optimize=True)
+    return small.getvalue()
 
 
 def display_width(fig: Figure) -> int:

@@ -61,7 +61,7 @@ def _figure(fig, value):
 def _render(figs):
     """PNG bytes, screen widths and alt texts of the figures (the PNGs are drawn at plots.PIXEL_RATIO x that
     width)."""
-    return [to_png(f) for f in figs], [display_width(f) for f in figs], [alt_text(f) for f in figs]
+    return [to_png(f, palette=True) for f in figs], [display_width(f) for f in figs], [alt_text(f) for f in figs]
 
 
 def frame_html(png: bytes, width: int, alt: str) -> str:

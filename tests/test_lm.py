@@ -177,7 +177,7 @@ def test_slider_structure_and_link():
     # each frame is an <img> with the alt text of the figure drawn for its value, shown at the figure's width
     parts = [frame_parts(f.value) for f in stack.children]
     assert [p[1] for p in parts] == [plots.display_width(_draw(v)) for v in (1, 2, 3)]
-    assert [p[0] for p in parts] == [plots.to_png(_draw(v)) for v in (1, 2, 3)]
+    assert [p[0] for p in parts] == [plots.to_png(_draw(v), palette=True) for v in (1, 2, 3)]
     assert [p[2].split("; ")[-1] for p in parts] == [f"'line' goes from 0 at x=0 to {v} at x=1" for v in (1, 2, 3)]
 
 
