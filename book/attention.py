@@ -23,6 +23,7 @@ from typing import Optional, Union
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from .checks import (allocating, divides, inputs_checked, optional_positive_int, positive_int, probability,
                      token_ids, values_checked)
@@ -156,7 +157,9 @@ def scaled_dot_product_attention(
         _check_mask(mask, q.shape[-2], k.shape[-2])
         scores = scores.masked_fill(~mask, float("-inf"))  # exp(-inf) = 0: blocked keys get no weight
     weights = scores.softmax(dim=-1)  # each row sums to 1 over the keys
-    if not values_checked() and bool(weights.isnan().any()):   # at a reader's call; a model checks its inputs once
+    # at a reader's call (a model checks its inputs once), and not while an operation counter watches (chapter 4
+    # counts this function's operations: a check would be counted as attention's work)
+    if not values_checked() and _get_current_dispatch_mode() is None and bool(weights.isnan().any()):
         big = f"largest |q| {q.abs().max().item():.3g}, |k| {k.abs().max().item():.3g}"
         what = ("q or k hold NaN or inf" if not (torch.isfinite(q).all() and torch.isfinite(k).all()) else
                 f"q @ k^T overflowed {q.dtype} ({big})")
