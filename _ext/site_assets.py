@@ -134,7 +134,7 @@ def csp_policy(cdn: list, hashes: list, handlers: list = (), widgets: bool = Fal
 def with_csp(html: str, cdn: list) -> str:
     """The page with its CSP meta tag (first in <head>, after the charset; an earlier one is replaced)."""
     html = re.sub(re.escape(CSP_MARK) + r'[^>]*>\n?', "", html)
-    widgets = bool(re.search(r'<script[^>]*\ssrc="[^"]*/embed-amd\.js"', html))
+    widgets = bool(re.search(r'<script[^>]*\ssrc="[^"]*/embed-amd\.js(\?[^"]*)?"', html))   # Sphinx may add ?v=
     tag = f'{CSP_MARK} content="{csp_policy(cdn, inline_script_hashes(html), handler_hashes(html), widgets)}">'
     head = re.search(r"<meta charset=[^>]*>\n?", html, re.I) or re.search(r"<head[^>]*>\n?", html, re.I)
     at = head.end() if head else 0   # no <head>: a redirect page (index.html), the tag first

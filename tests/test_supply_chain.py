@@ -262,3 +262,14 @@ def test_each_script_is_listed_once_and_ours_precede_the_widget_manager():
     order = [url.rsplit("/", 1)[1] for url in sa._widget_js(Config, local=False)]
     assert order == ["require.js", sa.PATHS_JS, *sa.WIDGET_JS, "embed-amd.js"]
     assert all((ROOT / "_ext" / name).is_file() for name in (sa.PATHS_JS, *sa.WIDGET_JS))
+
+
+def test_a_widget_page_gets_unsafe_eval_with_or_without_sphinxs_version_query():
+    """The widget manager (embed-amd.js) compiles its schema with eval: a page loading it needs 'unsafe-eval', also
+    when Sphinx serves it from _static with ?v=<checksum> (the offline build), and a page without it never does."""
+    sa = _site_assets()
+    head = '<html><head>\n<meta charset="utf-8" />\n{}</head><body></body></html>'
+    for src in ("https://cdn.jsdelivr.net/npm/@jupyter-widgets/html-manager@1.0.13/dist/embed-amd.js",
+                "../_static/_vendor/html-manager/dist/embed-amd.js?v=39b3b2cb"):
+        assert "'unsafe-eval'" in sa.with_csp(head.format(f'<script src="{src}"></script>\n'), [])
+    assert "'unsafe-eval'" not in sa.with_csp(head.format('<script src="embed-amd.json.js"></script>\n'), [])
