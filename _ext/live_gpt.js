@@ -1,16 +1,22 @@
-// The book's own GPT, live in the page: type, see the next-character distribution, write, look at attention.
+// The book's own models, live in the page. Three kinds, told apart by the format in NAME.json:
+//   book-live-gpt/1        chapter 7's GPT: type, see the next-character distribution, write, look at attention;
+//   book-live-reread/1     chapter 4's attention layer: type a line, the layer reads it twice, see its lookup;
+//   book-live-translate/1  chapter 8's Transformer: type a toy sentence, see its translation and cross-attention.
 //
-// Every <div class="live-gpt" data-model="NAME"> becomes the live section. NAME.onnx and NAME.json (written by
-// book/export.py when chapter 7 runs) lie beside this file in _static/live/, with ONNX Runtime Web's wasm build
-// (npm onnxruntime-web, pinned in tools/fetch_assets.sh): nothing comes from another server. The model is
-// loaded when the section first comes near the screen. No framework: plain DOM, one <canvas> for the heatmap.
+// Every <div class="live-gpt" data-model="NAME"> becomes a live section. NAME.onnx and NAME.json (written by
+// book/export.py and the chapter modules when a chapter runs) lie beside this file in _static/live/, with ONNX
+// Runtime Web's wasm build (npm onnxruntime-web, pinned in tools/fetch_assets.sh): nothing comes from another
+// server. When the section first comes near the screen it fetches NAME.json (kilobytes) and shows the example
+// it holds, computed by PyTorch when the chapter ran, while the runtime and the model load; then the same
+// controls run the model. No framework: plain DOM, one <canvas> for each heatmap.
 //
 // The model: idx (1, T) int64 -> logits (1, T, V) and attention (L, 1, H, T, T), T <= context_len. Writing runs
 // it again on the last context_len characters for every new one, as book.generate.generate does without a cache,
 // and samples as book.generate.next_token_probs: temperature first, then top-k (ties with the k-th kept);
 // temperature 0 is greedy (the first largest logit, as torch.argmax).
 //
-// For tests and the curious, window.liveGPT holds {ready, forward(text), write(text, n, options), timings}.
+// For tests and the curious, window.liveGPT holds {ready, example, forward(text), timings} and, by kind,
+// write(text, n, options) (GPT), readTwice(line) (read twice) or translate(sentence) (translation).
 (function () {
   "use strict";
   var BASE = new URL(".", document.currentScript.src).href;   // .../_static/live/
@@ -38,47 +44,65 @@
     return runtime;
   }
 
-  function loadModel(name) {
+  function loadMeta(name) {   // NAME.json: the vocabulary, the config and the precomputed example
+    return fetch(BASE + name + ".json").then(function (r) {
+      if (!r.ok) throw new Error(name + ".json: HTTP " + r.status);
+      return r.json();
+    }).then(function (meta) {
+      if (!KINDS[meta.format]) throw new Error(name + ".json: unknown format " + meta.format);
+      return meta;
+    });
+  }
+
+  function loadModel(name, meta) {
     var t0 = performance.now();
     return loadRuntime().then(function (ort) {
-      return Promise.all([
-        fetch(BASE + name + ".json").then(function (r) {
-          if (!r.ok) throw new Error(name + ".json: HTTP " + r.status);
-          return r.json();
-        }),
-        ort.InferenceSession.create(BASE + name + ".onnx", {executionProviders: ["wasm"]}),
-      ]);
-    }).then(function (both) {
-      var meta = both[0], session = both[1];
-      if (meta.format !== "book-live-gpt/1") throw new Error(name + ".json: unknown format " + meta.format);
+      return ort.InferenceSession.create(BASE + name + ".onnx", {executionProviders: ["wasm"]});
+    }).then(function (session) {
       api.timings.load_ms = performance.now() - t0;
-      return makeModel(window.ort, session, meta);
+      return KINDS[meta.format].model(window.ort, session, meta);
     });
   }
 
   // ---- the model as functions of text ----------------------------------------------------------------------
   function makeModel(ort, session, meta) {
-    var cfg = meta.config, V = meta.vocab.length, stoi = {};
-    meta.vocab.forEach(function (c, i) { stoi[c] = i; });
-    var model = {meta: meta, V: V, L: cfg.n_layers, H: cfg.n_heads, ctx: cfg.context_len};
-
-    model.encode = function (text) {   // -> {ids, chars, dropped}: characters outside the vocabulary dropped
-      var ids = [], chars = [], dropped = [];
-      Array.from(text).forEach(function (c) {
-        if (c in stoi) { ids.push(stoi[c]); chars.push(c); } else if (dropped.indexOf(c) < 0) dropped.push(c);
-      });
-      return {ids: ids.slice(-model.ctx), chars: chars.slice(-model.ctx), dropped: dropped};
-    };
-
+    var cfg = meta.config, V = meta.vocab.length;
+    var model = {meta: meta, V: V, L: cfg.n_layers, H: cfg.n_heads, ctx: cfg.context_len, encode: encoder(meta)};
     // ids (T <= ctx) -> {logits: Float32Array (T*V), attention: Float32Array (L*H*T*T), T}
     model.run = function (ids) {
       var T = ids.length;
-      var idx = new ort.Tensor("int64", BigInt64Array.from(ids, function (i) { return BigInt(i); }), [1, T]);
-      return session.run({idx: idx}).then(function (out) {
+      return session.run({idx: int64(ort, ids)}).then(function (out) {
         return {logits: out.logits.data, attention: out.attention.data, T: T};
       });
     };
     return model;
+  }
+
+  function int64(ort, ids) {
+    return new ort.Tensor("int64", BigInt64Array.from(ids, function (i) { return BigInt(i); }), [1, ids.length]);
+  }
+
+  // the GPT's example as a model that answers for its own text only: the page before the model is there
+  function exampleGPT(meta) {
+    var cfg = meta.config, V = meta.vocab.length, ex = meta.example;
+    var model = {meta: meta, V: V, L: cfg.n_layers, H: cfg.n_heads, ctx: cfg.context_len, encode: encoder(meta),
+                 precomputed: true};
+    var ids = model.encode(ex.text).ids, T = ids.length, logits = new Float32Array(T * V);
+    logits.set(ex.logits, (T - 1) * V);   // only the last row is kept: the bars need no more
+    model.run = function () { return Promise.resolve({logits: logits, attention: ex.attention, T: T}); };
+    return model;
+  }
+
+  function encoder(meta) {
+    var stoi = {}, ctx = meta.config.context_len || meta.max_line;
+    meta.vocab.forEach(function (c, i) { stoi[c] = i; });
+    return function (text) {   // -> {ids, chars, dropped}: characters outside the vocabulary dropped
+      var ids = [], chars = [], dropped = [];
+      Array.from(text).forEach(function (c) {
+        if (c in stoi) { ids.push(stoi[c]); chars.push(c); } else if (dropped.indexOf(c) < 0) dropped.push(c);
+      });
+      return {ids: ids.slice(-ctx), chars: chars.slice(-ctx), dropped: dropped};
+    };
   }
 
   // sampling distribution of one row of logits: temperature, then top-k (book.generate.next_token_probs)
@@ -171,8 +195,25 @@
     function start() {
       if (started) return;
       started = true;
-      api.ready = loadModel(name).then(function (model) {
-        return build(root, status, model, prompt).then(function () { return model; });
+      var meta = loadMeta(name);
+      api.example = meta.then(function (m) {   // shown while the runtime and the model load
+        if (!m.example || api.live) return null;
+        var kind = KINDS[m.format], body = el("div", {class: "live-gpt-body live-gpt-example"});
+        root.appendChild(body);
+        status.textContent = "Loading the model… Meanwhile, here is its answer for an example, computed by " +
+                             "PyTorch when the chapter ran (typing works once the model is here).";
+        return kind.build(body, status, kind.example(m), m.example.text).then(function () { return body; });
+      });
+      api.ready = meta.then(function (m) {
+        return loadModel(name, m).then(function (model) {
+          return api.example.then(null, function () { return null; }).then(function (old) {
+            api.live = true;
+            if (old && old.parentNode === root) root.removeChild(old);
+            var body = el("div", {class: "live-gpt-body"});
+            root.appendChild(body);
+            return KINDS[m.format].build(body, status, model, prompt).then(function () { return model; });
+          });
+        });
       });
       api.ready.catch(function (err) { status.textContent = "The live model could not start: " + err.message; });
     }
@@ -187,7 +228,51 @@
     }
   }
 
-  function build(root, status, model, prompt) {
+  // a (rows x cols) map on a canvas: value(i, j) in [0, 1], or null where nothing is drawn (a causal mask)
+  function drawMatrix(canvas, rows, cols, value, what) {
+    var ctx = canvas.getContext("2d");
+    if (!rows.length || !cols.length) { canvas.width = canvas.height = 0; return; }
+    var cell = Math.max(6, Math.min(22, Math.floor(460 / Math.max(rows.length, cols.length))));
+    var font = Math.max(8, Math.min(12, cell)) + "px monospace";
+    ctx.font = font;
+    var widest = function (labels) {
+      return Math.max.apply(null, labels.map(function (s) { return ctx.measureText(s).width; }));
+    };
+    var left = Math.ceil(widest(rows)) + 6, top = Math.ceil(widest(cols)) + 6;
+    canvas.width = left + cell * cols.length + 2;     // (a new size clears the canvas and its settings)
+    canvas.height = top + cell * rows.length + 2;
+    ctx.font = font;
+    ctx.fillStyle = "#333";
+    ctx.textBaseline = "middle";
+    ctx.textAlign = "right";
+    rows.forEach(function (r, i) { ctx.fillText(r, left - 4, top + cell * (i + 0.5)); });
+    ctx.textAlign = "left";
+    cols.forEach(function (c, j) {
+      ctx.save();
+      ctx.translate(left + cell * (j + 0.5), top - 4);
+      ctx.rotate(-Math.PI / 2);
+      ctx.fillText(c, 0, 0);
+      ctx.restore();
+    });
+    var heaviest = [];
+    for (var i = 0; i < rows.length; i++) {
+      var best = -1;
+      for (var j = 0; j < cols.length; j++) {
+        var w = value(i, j);
+        if (w === null) continue;
+        if (best < 0 || w > value(i, best)) best = j;
+        ctx.fillStyle = "rgba(31, 119, 180, " + Math.sqrt(Math.max(0, w)).toFixed(3) + ")";  // sqrt: small show
+        ctx.fillRect(left + cell * j, top + cell * i, cell, cell);
+      }
+      if (best >= 0) heaviest.push(rows[i] + " puts " + value(i, best).toFixed(2) + " on " + cols[best]);
+    }
+    canvas.setAttribute("role", "img");               // what a screen reader says: the heaviest weight per row
+    canvas.setAttribute("aria-label", what + ", " + rows.length + " rows by " + cols.length + " columns; " +
+                        "the heaviest weight of the last rows: " + heaviest.slice(-8).join("; "));
+  }
+
+  // ---- chapter 7: the GPT ---------------------------------------------------------------------------------------
+  function buildGPT(root, status, model, prompt) {
     var V = model.V;
     var text = el("textarea", {class: "live-gpt-text", rows: 4, spellcheck: "false",
                                "aria-label": "text for the model"});
@@ -203,7 +288,8 @@
     var canvas = el("canvas", {class: "live-gpt-heatmap"});
     var note = el("p", {class: "live-gpt-note"});
     var cfg = model.meta.config, prov = model.meta.provenance || {};
-    status.textContent = "The chapter's GPT (" + cfg.n_layers + " layers × " + cfg.d_model + ", " +
+    if (model.precomputed) { text.readOnly = true; button.disabled = true; }
+    else status.textContent = "The chapter's GPT (" + cfg.n_layers + " layers × " + cfg.d_model + ", " +
       model.meta.params.toLocaleString("en") + " parameters" +
       (prov.val_bits_per_char ? ", " + prov.val_bits_per_char + " bits/char on validation" : "") +
       ") runs in your browser. It reads the last " + model.ctx + " characters.";
@@ -250,26 +336,11 @@
     }
 
     function drawHeatmap() {
-      var ctx = canvas.getContext("2d");
-      if (!last) { canvas.width = canvas.height = 0; return; }
+      if (!last) { drawMatrix(canvas, [], [], null, ""); return; }
       var T = last.out.T, H = model.H, l = Number(layer.value), h = Number(head.value);
-      var cell = Math.max(6, Math.min(22, Math.floor(460 / T))), pad = 14;
-      canvas.width = canvas.height = pad + cell * T + 2;
-      ctx.clearRect(0, 0, canvas.width, canvas.height);
-      ctx.font = Math.min(12, cell) + "px monospace";
-      ctx.textAlign = "center";
-      ctx.textBaseline = "middle";
-      var a = last.out.attention, off = (l * H + h) * T * T;
-      for (var i = 0; i < T; i++) {
-        ctx.fillStyle = "#333";
-        ctx.fillText(shown(last.chars[i]), pad / 2, pad + cell * (i + 0.5));          // rows: reading
-        ctx.fillText(shown(last.chars[i]), pad + cell * (i + 0.5), pad / 2);          // columns: read
-        for (var j = 0; j <= i; j++) {
-          var w = a[off + i * T + j];
-          ctx.fillStyle = "rgba(31, 119, 180, " + Math.sqrt(w).toFixed(3) + ")";     // sqrt: small weights show
-          ctx.fillRect(pad + cell * j, pad + cell * i, cell, cell);
-        }
-      }
+      var a = last.out.attention, off = (l * H + h) * T * T, labels = last.chars.map(shown);
+      drawMatrix(canvas, labels, labels, function (i, j) { return j <= i ? a[off + i * T + j] : null; },
+                 "attention of layer " + (l + 1) + ", head " + (h + 1) + " over the typed text");
     }
 
     var clicks = 0;
@@ -287,6 +358,7 @@
     layer.addEventListener("change", drawHeatmap);
     head.addEventListener("change", drawHeatmap);
 
+    if (model.precomputed) return refresh();
     // for tests: the raw outputs of a text as plain arrays, and writing without the controls
     api.model = model;
     api.refresh = refresh;
@@ -301,6 +373,214 @@
     api.probs = function () { return Array.from(bars.children, function (b) { return Number(b.dataset.p); }); };
     return refresh();
   }
+
+  // ---- chapter 4: one attention layer reads the reader's line twice ----------------------------------------------
+  function readTwiceModel(ort, session, meta) {
+    var model = {meta: meta, V: meta.vocab.length, encode: encoder(meta)};
+    model.run = function (ids) {   // the line, then the line again without its last character
+      var x = ids.concat(ids.slice(0, -1));
+      return session.run({x: int64(ort, x)}).then(function (out) {
+        return {logits: out.logits.data, weights: out.weights.data, T: x.length};
+      });
+    };
+    model.readTwice = function (line) {   // -> {text, predicted, right, weights (n*n), dropped}, as ch04.read_twice
+      var enc = model.encode(line), n = enc.ids.length;
+      if (!n) return Promise.resolve(null);
+      return model.run(enc.ids).then(function (out) {
+        var V = model.V, T = out.T, weights = new Float32Array(n * n), predicted = "", right = 0;
+        for (var i = 0; i < n; i++) {
+          var r = n - 1 + i;                             // the query that predicts character i of the second copy
+          for (var j = 0; j < n; j++) weights[i * n + j] = out.weights[r * T + j];
+          var best = argmax(out.logits.subarray(r * V, (r + 1) * V));
+          predicted += meta.vocab[best];
+          if (best === enc.ids[i]) right++;
+        }
+        return {text: enc.chars.join(""), predicted: predicted, right: right, weights: weights, ids: enc.ids,
+                dropped: enc.dropped};
+      });
+    };
+    return model;
+  }
+
+  function exampleReadTwice(meta) {
+    var ex = meta.example;
+    return {meta: meta, precomputed: true, readTwice: function () {
+      return Promise.resolve({text: ex.text, predicted: ex.predicted, right: ex.right, weights: ex.weights,
+                              dropped: []});
+    }};
+  }
+
+  function buildReadTwice(root, status, model, prompt) {
+    var input = el("input", {type: "text", class: "live-gpt-line", spellcheck: "false", maxlength: "200",
+                             "aria-label": "a line for the attention layer to read twice"});
+    input.value = prompt;
+    var lines = el("pre", {class: "live-gpt-reread", "aria-live": "polite"});
+    var note = el("p", {class: "live-gpt-note"});
+    var canvas = el("canvas", {class: "live-gpt-heatmap"});
+    if (model.precomputed) input.readOnly = true;
+    else status.textContent = "The chapter's attention layer (" + model.meta.params.toLocaleString("en") +
+      " parameters) runs in your browser. Type a line (up to " + model.meta.max_line + " characters): it " +
+      "reads the line, then predicts it again character by character.";
+    root.appendChild(el("div", {}, [input, lines, note]));
+    root.appendChild(el("div", {class: "live-gpt-attention"}, [
+      el("p", {class: "live-gpt-caption", text: "Row: the character the second reading is at; column: a " +
+               "character of the first reading (darker = more weight). The lookup is the bright diagonal: " +
+               "each row finds the character that followed its twin."}), canvas]));
+    var pending = 0;
+    function refresh() {
+      var ticket = ++pending, t0 = performance.now();
+      return model.readTwice(input.value).then(function (res) {
+        if (api.timings.first_ms === undefined && !model.precomputed) api.timings.first_ms = performance.now() - t0;
+        if (ticket !== pending) return;
+        if (!res) { lines.textContent = "Type a line."; note.textContent = ""; drawMatrix(canvas, [], []); return; }
+        var n = res.text.length, chars = Array.from(res.text);
+        lines.textContent = "";
+        lines.appendChild(document.createTextNode("line:             " + res.text + "\nsecond reading:   "));
+        Array.from(res.predicted).forEach(function (c, i) {
+          lines.appendChild(el("span", {class: c === chars[i] ? "live-gpt-hit" : "live-gpt-miss", text: c}));
+        });
+        note.textContent = res.right + " of " + n + " characters predicted right (a miss is underlined in red)" +
+          (res.dropped.length ? ". Not in the vocabulary, skipped: " + res.dropped.join(" ") : "");
+        var rows = [chars[n - 1]].concat(chars.slice(0, n - 1)).map(shown);
+        drawMatrix(canvas, rows, chars.map(shown), function (i, j) { return res.weights[i * n + j]; },
+                   "attention of the line read twice: row = the second reading, column = the first");
+      });
+    }
+    var timer = null;
+    input.addEventListener("input", function () { clearTimeout(timer); timer = setTimeout(refresh, 60); });
+    if (model.precomputed) return refresh();
+    api.model = model;
+    api.refresh = refresh;
+    api.readTwice = function (s) {
+      return model.readTwice(s).then(function (r) {
+        return r && {text: r.text, predicted: r.predicted, right: r.right, weights: Array.from(r.weights)};
+      });
+    };
+    api.forward = function (s) {
+      var ids = model.encode(s).ids;
+      return model.run(ids).then(function (out) {
+        return {ids: ids, logits: Array.from(out.logits), weights: Array.from(out.weights), T: out.T, V: model.V};
+      });
+    };
+    return refresh();
+  }
+
+  // ---- chapter 8: the encoder-decoder translates the reader's toy sentence ---------------------------------------
+  function translateModel(ort, session, meta) {
+    var cfg = meta.config, sp = meta.specials, stoi = {}, specials = [sp.pad, sp.bos, sp.eos];
+    meta.src_vocab.forEach(function (w, i) { if (specials.indexOf(i) < 0) stoi[w] = i; });
+    var model = {meta: meta, L: cfg.n_layers, H: cfg.n_heads, V: meta.tgt_vocab.length, ctx: cfg.context_len};
+    model.words = function (text) {   // -> {source, ids, skipped}: as ch08._source_words
+      var words = text.toLowerCase().split(/\s+/).filter(Boolean), source = [], skipped = [];
+      words.forEach(function (w) {
+        if (w in stoi) source.push(w); else if (skipped.indexOf(w) < 0) skipped.push(w);
+      });
+      return {source: source, ids: source.map(function (w) { return stoi[w]; }), skipped: skipped.sort()};
+    };
+    model.run = function (src, tgt) {
+      return session.run({src: int64(ort, src), tgt: int64(ort, tgt)}).then(function (out) {
+        return {logits: out.logits.data, cross: out.cross.data, T: tgt.length, S: src.length};
+      });
+    };
+    // greedy, as book.generate.greedy_translate: from <bos>, the first largest logit, until <eos> or n + 5 words
+    model.translate = function (text) {
+      var w = model.words(text);
+      if (!w.ids.length || w.ids.length > model.ctx) return Promise.resolve({source: w.source, skipped: w.skipped});
+      var tgt = [sp.bos], out = [], maxLen = Math.min(w.ids.length + meta.extra_words, model.ctx - 1);
+      function step() {
+        return model.run(w.ids, tgt).then(function (o) {
+          var next = argmax(o.logits.subarray((o.T - 1) * model.V, o.T * model.V));
+          out.push(next);
+          tgt.push(next);
+          if (next === sp.eos || out.length >= maxLen) {   // the last run's rows are the words written: T = n
+            return {source: w.source, skipped: w.skipped, ids: out, cross: o.cross, T: o.T, S: o.S,
+                    output: out.map(function (i) { return meta.tgt_vocab[i]; })};
+          }
+          return step();
+        });
+      }
+      return step();
+    };
+    return model;
+  }
+
+  function exampleTranslate(meta) {
+    var cfg = meta.config, ex = meta.example;
+    return {meta: meta, precomputed: true, L: cfg.n_layers, H: cfg.n_heads, ctx: cfg.context_len,
+            translate: function () {
+              return Promise.resolve({source: ex.source, skipped: ex.skipped, output: ex.output, cross: ex.cross,
+                                      T: ex.output.length, S: ex.source.length});
+            }};
+  }
+
+  function buildTranslate(root, status, model, prompt) {
+    var meta = model.meta, sp = meta.specials;
+    var input = el("input", {type: "text", class: "live-gpt-line", spellcheck: "false", maxlength: "400",
+                             "aria-label": "a sentence of the toy language to translate"});
+    input.value = prompt;
+    var lines = el("pre", {class: "live-gpt-reread", "aria-live": "polite"});
+    var note = el("p", {class: "live-gpt-note"});
+    var layer = el("select", {class: "live-gpt-layer", "aria-label": "layer"});
+    var head = el("select", {class: "live-gpt-head", "aria-label": "head"});
+    for (var l = 0; l < model.L; l++) layer.appendChild(el("option", {value: l, text: "layer " + (l + 1)}));
+    for (var h = 0; h < model.H; h++) head.appendChild(el("option", {value: h, text: "head " + (h + 1)}));
+    layer.value = String(model.L - 1);
+    var canvas = el("canvas", {class: "live-gpt-heatmap"});
+    var words = meta.src_vocab.filter(function (w, i) { return [sp.pad, sp.bos, sp.eos].indexOf(i) < 0; });
+    if (model.precomputed) input.readOnly = true;
+    else status.textContent = "The chapter's Transformer (" + model.L + " encoder and " + model.L +
+      " decoder layers of width " + meta.config.d_model + ", " + meta.params.toLocaleString("en") +
+      " parameters) runs in your browser. Type a sentence of the toy language; its words: " + words.join(" ") + ".";
+    root.appendChild(el("div", {}, [input, lines, note]));
+    root.appendChild(el("div", {class: "live-gpt-attention"}, [
+      el("p", {class: "live-gpt-caption", text: "Cross-attention: row = a word the decoder wrote, column = a " +
+               "source word (darker = more weight)"}), el("div", {}, [layer, head]), canvas]));
+    var last = null, pending = 0;
+    function drawMap() {
+      if (!last || !last.cross) { drawMatrix(canvas, [], []); return; }
+      var T = last.T, S = last.S, H = model.H, off = (Number(layer.value) * H + Number(head.value)) * T * S;
+      drawMatrix(canvas, last.output, last.source, function (i, j) { return last.cross[off + i * S + j]; },
+                 "cross-attention of layer " + (Number(layer.value) + 1) + ", head " + (Number(head.value) + 1));
+    }
+    function refresh() {
+      var ticket = ++pending, t0 = performance.now();
+      return model.translate(input.value).then(function (res) {
+        if (api.timings.first_ms === undefined && !model.precomputed) api.timings.first_ms = performance.now() - t0;
+        if (ticket !== pending) return;
+        last = res;
+        lines.textContent = res.output ? "source:      " + res.source.join(" ") + "\ntranslation: " +
+                                         res.output.join(" ")
+                                       : "Type a sentence of the toy language (1 to " + model.ctx + " known words).";
+        note.textContent = res.skipped.length ? "Not in the vocabulary, skipped: " + res.skipped.join(" ") : "";
+        drawMap();
+      });
+    }
+    var timer = null;
+    input.addEventListener("input", function () { clearTimeout(timer); timer = setTimeout(refresh, 60); });
+    layer.addEventListener("change", drawMap);
+    head.addEventListener("change", drawMap);
+    if (model.precomputed) return refresh();
+    api.model = model;
+    api.refresh = refresh;
+    api.translate = function (s) {
+      return model.translate(s).then(function (r) {
+        return {source: r.source, skipped: r.skipped, output: r.output, T: r.T, S: r.S, L: model.L, H: model.H,
+                cross: r.cross && Array.from(r.cross)};
+      });
+    };
+    api.forward = function (src, tgt) {
+      return model.run(src, tgt).then(function (o) {
+        return {logits: Array.from(o.logits), cross: Array.from(o.cross), T: o.T, S: o.S, V: model.V};
+      });
+    };
+    return refresh();
+  }
+
+  var KINDS = {
+    "book-live-gpt/1": {model: makeModel, example: exampleGPT, build: buildGPT},
+    "book-live-reread/1": {model: readTwiceModel, example: exampleReadTwice, build: buildReadTwice},
+    "book-live-translate/1": {model: translateModel, example: exampleTranslate, build: buildTranslate},
+  };
 
   function boot() { Array.prototype.forEach.call(document.querySelectorAll(".live-gpt"), setup); }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", boot); else boot();

@@ -15,9 +15,9 @@ ours (WIDGET_JS): `widgets-mathjax-hub.js` gives MathJax 3 the one MathJax 2 cal
 widget labels (`MathJax.Hub.Queue`), and `widgets-a11y.js` names the sliders' handles for screen readers.
 Every page's script list is deduplicated (`dedupe_scripts`): Sphinx 7 lists some extensions' inline scripts twice.
 
-The live GPT (chapter 7, `live_gpt.js` here): a page whose body holds `<div class="live-gpt" ...>` gets
-`_static/live/live_gpt.js`, and both builds copy into `_static/live/` that script, the exported models
-(book/results/live/*.onnx and *.json, written when chapter 7 runs) and ONNX Runtime Web's wasm build from the
+The live sections (chapters 4, 7 and 8, `live_gpt.js` here): a page whose body holds `<div class="live-gpt" ...>`
+gets `_static/live/live_gpt.js`, and both builds copy into `_static/live/` that script, the exported models
+(book/results/live/*.onnx and *.json, written when those chapters run) and ONNX Runtime Web's wasm build from the
 npm folder (BOOK_LOCAL_ASSETS, else .assets/; `tools/fetch_assets.sh` fills it): the public site serves them
 itself too, so the live section needs no CDN.
 

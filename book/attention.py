@@ -130,6 +130,8 @@ def _check_mask(mask: torch.Tensor, Tq: int, Tk: int) -> None:
         raise ValueError(
             f"mask should broadcast to (..., Tq, Tk) = (..., {Tq}, {Tk}), got {tuple(mask.shape)}"
         )
+    if values_checked():   # inside inputs_checked() (a model checked its mask at its entrance) or while tracing
+        return
     blocked_rows = ~mask.any(dim=-1)  # (..., Tq or 1): True where a query may attend to no key at all
     if blocked_rows.any():
         n = int(blocked_rows.sum())

@@ -63,7 +63,8 @@ def returned(got, what: str = "your function"):
 
 
 def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+    """An int (bools refused), or a traced size (torch.SymInt: a length while torch.export or compile traces)."""
+    return (isinstance(v, int) and not isinstance(v, bool)) or isinstance(v, torch.SymInt)
 
 
 def _is_number(v) -> bool:

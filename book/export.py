@@ -36,8 +36,8 @@ from .checks import positive_int
 from .files import write_together
 from .gpt import GPT, GPTConfig
 
-__all__ = ["export_gpt", "load_exported", "onnx_parity", "git_commit", "live_dir", "LIVE_DIR", "MAX_BYTES",
-           "FORMAT"]
+__all__ = ["export_gpt", "load_exported", "onnx_parity", "export_onnx", "read_meta", "read_weights",
+           "example_outputs", "can_export", "git_commit", "live_dir", "LIVE_DIR", "MAX_BYTES", "FORMAT"]
 
 LIVE_DIR = Path(__file__).resolve().parent / "results" / "live"   # the committed export (package data)
 MAX_BYTES = 5_000_000          # the .onnx and the .json together: a page's download, kept small
@@ -94,70 +94,60 @@ def _json_name(path: Path) -> Path:
     return path.with_suffix(".json")
 
 
-def export_gpt(model: GPT, tokenizer, path: Union[str, Path], *, provenance: Optional[dict] = None,
-               max_bytes: int = MAX_BYTES) -> dict:
-    """Export `model` to `path` (.onnx) and its vocabulary, config and provenance to the .json beside it.
+def export_onnx(module: nn.Module, example_inputs: tuple, path: Union[str, Path], *, input_names: Sequence[str],
+                output_names: Sequence[str], dynamic_shapes: dict, meta: dict,
+                max_bytes: int = MAX_BYTES, verify=None, tolerance: float = 1e-4) -> dict:
+    """Export `module` (a float32 CPU copy in eval mode) to `path` (.onnx) and `meta` to the .json beside it.
 
-    The graph takes any batch size and any length 1..context_len. Raises ValueError when the two files together
-    exceed max_bytes. Both files are made and checked before either is written, then written together (each
-    beside its target, then renamed over it): a failed export leaves a previous pair at `path` as it was.
-    Returns the JSON's content.
+    The export every live section uses (Chapters 4, 7, 8): PyTorch's exporter, the weights kept under their PyTorch
+    names (read_weights reads them back), checked by onnx.checker. The JSON gets meta's fields (its "format" names
+    the layout, which the page's script checks) plus the file's name, size, sha256 and the export's versions.
+    verify: a list of input tuples (default: the example's) on which ONNX Runtime must give the module's outputs
+    within `tolerance` (max |difference|, kept in the JSON as "parity"); False skips it (no onnxruntime).
+    Raises ValueError when the two files together exceed max_bytes. Both files are made and checked before either
+    is written, then written together (each beside its target, then renamed over it): a failed export leaves a
+    previous pair at `path` as it was. Returns the JSON's content.
     """
-    if not isinstance(model, GPT):
-        raise TypeError(f"model must be a book.gpt.GPT, got {type(model).__name__}")
     path = Path(path)
     if path.suffix != ".onnx":
         raise ValueError(f"path must end in .onnx, got {str(path)!r}")
-    if provenance is not None and not isinstance(provenance, dict):
-        raise TypeError(f"provenance must be a dict of JSON values or None, got {type(provenance).__name__}")
+    if not isinstance(meta, dict) or not isinstance(meta.get("format"), str):
+        raise TypeError("meta must be a dict with a 'format' string (the JSON's layout)")
     positive_int(max_bytes=max_bytes)
-    cfg = model.config
-    vocab = _vocab(tokenizer, cfg.vocab_size)
     try:
-        json.dumps(provenance)
+        json.dumps(meta)
     except TypeError as err:
-        raise TypeError(f"provenance must hold JSON values only (str, numbers, lists, dicts): {err}") from None
+        raise TypeError(f"meta must hold JSON values only (str, numbers, lists, dicts): {err}") from None
     import onnx   # the exporter's own dependency: fail early with the package's name
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    original = next(model.parameters())
-    cpu = copy.deepcopy(model).float().cpu()   # a copy (ties kept): the caller's model and the RNG stay as they were
-    wrapper = _LogitsAndMaps(cpu.eval()).eval()
-    example = torch.zeros(1, min(4, cfg.context_len), dtype=torch.long)
-    dims = {"idx": {0: torch.export.Dim("B", min=1, max=4096),
-                    1: torch.export.Dim("T", min=1, max=cfg.context_len)}}
+    original = next(module.parameters())
+    cpu = copy.deepcopy(module).float().cpu().eval()   # a copy: the caller's model and the RNG stay as they were
     quiet = logging.getLogger("torch.onnx")   # its notes (e.g. "torchvision is not installed") are not ours
     level = quiet.level
     quiet.setLevel(logging.ERROR)
-    # exported and checked in a scratch folder: the previous pair at `path` stays untouched until both new files
-    # are complete and within max_bytes, and then both are replaced together (book.files.write_together)
     with tempfile.TemporaryDirectory(prefix="book-export-") as scratch:
         staged = Path(scratch) / path.name
         with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():   # the exporter's progress lines
             warnings.simplefilter("ignore")
             try:
-                torch.onnx.export(wrapper, (example,), str(staged), input_names=["idx"],
-                                  output_names=["logits", "attention"], dynamic_shapes=dims, dynamo=True,
+                torch.onnx.export(cpu, tuple(example_inputs), str(staged), input_names=list(input_names),
+                                  output_names=list(output_names), dynamic_shapes=dynamic_shapes, dynamo=True,
                                   optimize=False, external_data=False, verbose=False)
             finally:
                 quiet.setLevel(level)
         onnx.checker.check_model(str(staged))
         graph = staged.read_bytes()
-    meta = {
-        "format": FORMAT,
-        "onnx": path.name,
-        "onnx_bytes": len(graph),
-        "onnx_sha256": hashlib.sha256(graph).hexdigest(),
-        "inputs": {"idx": "int64 (B, T), 1 <= T <= context_len"},
-        "outputs": {"logits": "float32 (B, T, V)", "attention": "float32 (L, B, H, T, T)"},
-        "vocab": vocab,
-        "config": dataclasses.asdict(cfg),
-        "params": sum(p.numel() for p in cpu.parameters()),
-        "exported": {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                     "torch": torch.__version__, "onnx": onnx.__version__, "dtype_trained": str(original.dtype),
-                     "device_trained": original.device.type},
-        "provenance": provenance or {},
-    }
+        parity = (_parity(cpu, staged, verify or [example_inputs], list(input_names), tolerance)
+                  if verify is not False else None)
+    meta = {"format": meta["format"], "onnx": path.name, "onnx_bytes": len(graph),
+            "onnx_sha256": hashlib.sha256(graph).hexdigest(),
+            **{k: v for k, v in meta.items() if k != "format"},
+            "params": sum(p.numel() for p in cpu.parameters()),
+            **({"parity": parity} if parity is not None else {}),
+            "exported": {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                         "torch": torch.__version__, "onnx": onnx.__version__, "dtype_trained": str(original.dtype),
+                         "device_trained": original.device.type}}
     text = json.dumps(meta, indent=1, ensure_ascii=False) + "\n"
     total = len(graph) + len(text.encode("utf8"))
     if total > max_bytes:
@@ -167,37 +157,126 @@ def export_gpt(model: GPT, tokenizer, path: Union[str, Path], *, provenance: Opt
     return meta
 
 
+def _parity(module: nn.Module, staged: Path, inputs: list, names: list, tolerance: float = 1e-4) -> dict:
+    """Max |difference| of every output between ONNX Runtime on the staged file and `module`, over `inputs`."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(staged), providers=["CPUExecutionProvider"])
+    worst = {}
+    with torch.no_grad():
+        for args in inputs:
+            want = module(*args)
+            got = session.run(None, {n: a.numpy() for n, a in zip(names, args)})
+            for out, w, g in zip(session.get_outputs(), want, got):
+                worst[out.name] = max(worst.get(out.name, 0.0), (torch.from_numpy(g) - w).abs().max().item())
+    bad = {k: v for k, v in worst.items() if not v <= tolerance}
+    if bad:
+        raise ValueError(f"ONNX Runtime differs from PyTorch by more than {tolerance}: {bad} (nothing was written)")
+    return {k: float(f"{v:.2e}") for k, v in worst.items()}
+
+
+def can_export() -> bool:
+    """Whether the exporter's packages (onnx, onnxscript, onnxruntime) are installed. When tools/execute.py writes a
+    chapter (BOOK_LIVE_DIR set) the website needs the export: then their absence raises, naming the install."""
+    import importlib.util
+
+    if all(importlib.util.find_spec(m) for m in ("onnx", "onnxscript", "onnxruntime")):
+        return True
+    if os.environ.get("BOOK_LIVE_DIR"):
+        raise RuntimeError("exporting for the website needs onnx, onnxscript and onnxruntime: "
+                           "pip install -r requirements.txt")
+    return False
+
+
+def read_meta(path: Union[str, Path], format: str, writer: str = "export_onnx") -> dict:
+    """The JSON beside an export at `path`, checked: its format is `format` and it describes this very .onnx.
+    writer: the function that writes such exports, named when the files are missing."""
+    path = Path(path)
+    if not path.is_file() or not _json_name(path).is_file():
+        raise FileNotFoundError(f"{path} and {_json_name(path).name} beside it are needed (written by {writer})")
+    meta = json.loads(_json_name(path).read_text(encoding="utf8"))
+    if meta.get("format") != format:
+        raise ValueError(f"{_json_name(path)}: format {meta.get('format')!r}, expected {format!r}")
+    if hashlib.sha256(path.read_bytes()).hexdigest() != meta["onnx_sha256"]:
+        raise ValueError(f"{path} is not the file its JSON describes (sha256 differs): export both again")
+    return meta
+
+
+def read_weights(path: Union[str, Path], model: nn.Module, prefix: str = "", tied: Optional[dict] = None) -> nn.Module:
+    """Load the weights an export keeps (its initializers, named as in PyTorch after `prefix`) into `model`.
+
+    tied: {name: the name it is stored under} for weights stored once (a tied output matrix). Raises ValueError
+    naming the first weight the file lacks: it was exported from other model code. Returns the model, in eval mode.
+    """
+    import onnx
+    from onnx import numpy_helper
+
+    found = {init.name.removeprefix(prefix): torch.from_numpy(numpy_helper.to_array(init).copy())
+             for init in onnx.load(str(path)).graph.initializer if init.name.startswith(prefix)}
+    state = {}
+    for name in model.state_dict():
+        source = name if name in found else (tied or {}).get(name)
+        if source not in found:
+            raise ValueError(f"{path} holds no weight {name!r}: it was exported from other model code")
+        state[name] = found[source]
+    model.load_state_dict(state)
+    return model.eval()
+
+
+def example_outputs(outputs: dict, digits: int = 4) -> dict:
+    """A live section's precomputed example (shown while its model loads): tensors as flat lists, rounded."""
+    def flat(v):
+        if isinstance(v, torch.Tensor):
+            return [round(x, digits) for x in v.detach().float().cpu().flatten().tolist()]
+        return v
+    return {k: flat(v) for k, v in outputs.items()}
+
+
+def export_gpt(model: GPT, tokenizer, path: Union[str, Path], *, provenance: Optional[dict] = None,
+               max_bytes: int = MAX_BYTES, example: Optional[str] = None) -> dict:
+    """Export `model` to `path` (.onnx) and its vocabulary, config and provenance to the .json beside it.
+
+    The graph takes any batch size and any length 1..context_len. example: a text whose outputs the JSON keeps
+    (the page shows them while the model loads). Raises ValueError when the two files together exceed max_bytes;
+    a failed export leaves a previous pair at `path` as it was (export_onnx). Returns the JSON's content.
+    """
+    if not isinstance(model, GPT):
+        raise TypeError(f"model must be a book.gpt.GPT, got {type(model).__name__}")
+    if provenance is not None and not isinstance(provenance, dict):
+        raise TypeError(f"provenance must be a dict of JSON values or None, got {type(provenance).__name__}")
+    cfg = model.config
+    vocab = _vocab(tokenizer, cfg.vocab_size)
+    meta = {"format": FORMAT,
+            "inputs": {"idx": "int64 (B, T), 1 <= T <= context_len"},
+            "outputs": {"logits": "float32 (B, T, V)", "attention": "float32 (L, B, H, T, T)"},
+            "vocab": vocab, "config": dataclasses.asdict(cfg), "provenance": provenance or {}}
+    if example is not None:
+        stoi = {c: i for i, c in enumerate(vocab)}
+        if not isinstance(example, str) or not example or set(example) - stoi.keys():
+            raise ValueError(f"example must be a non-empty text of the vocabulary's characters, got {example!r}")
+        ids = torch.tensor([[stoi[c] for c in example[-cfg.context_len:]]])
+        with torch.no_grad():
+            logits, attention = _LogitsAndMaps(copy.deepcopy(model).float().cpu().eval())(ids)
+        meta["example"] = {"text": example, **example_outputs({"logits": logits[0, -1], "attention": attention})}
+    dims = {"idx": {0: torch.export.Dim("B", min=1, max=4096),
+                    1: torch.export.Dim("T", min=1, max=cfg.context_len)}}
+    example_ids = torch.zeros(1, min(4, cfg.context_len), dtype=torch.long)
+    return export_onnx(_LogitsAndMaps(model), (example_ids,), path, input_names=["idx"],
+                       output_names=["logits", "attention"], dynamic_shapes={"idx": dims["idx"]}, meta=meta,
+                       max_bytes=max_bytes)
+
+
 def load_exported(path: Union[str, Path]):
     """(GPT with the file's weights in eval mode, the JSON's content) for an export written by export_gpt.
 
     The weights are read from the ONNX file's initializers, which keep their PyTorch names; a tied output
     matrix is stored once. Raises ValueError when the file does not match the JSON or the current GPT code.
     """
-    import onnx
-    from onnx import numpy_helper
-
-    path = Path(path)
-    if not path.is_file() or not _json_name(path).is_file():
-        raise FileNotFoundError(f"{path} and {_json_name(path).name} beside it are needed (written by export_gpt)")
-    meta = json.loads(_json_name(path).read_text(encoding="utf8"))
-    if meta.get("format") != FORMAT:
-        raise ValueError(f"{_json_name(path)}: format {meta.get('format')!r}, expected {FORMAT!r}")
-    if hashlib.sha256(path.read_bytes()).hexdigest() != meta["onnx_sha256"]:
-        raise ValueError(f"{path} is not the file its JSON describes (sha256 differs): export both again")
+    meta = read_meta(path, FORMAT, writer="export_gpt")
     with torch.random.fork_rng(devices=[]):   # building a model draws initial weights: leave the caller's RNG alone
         model = GPT(GPTConfig(**meta["config"]))
-    found = {init.name.removeprefix("gpt."): torch.from_numpy(numpy_helper.to_array(init).copy())
-             for init in onnx.load(str(path)).graph.initializer if init.name.startswith("gpt.")}
-    wanted = model.state_dict()
-    tied = {"tok_emb.weight": "lm_head.weight", "lm_head.weight": "tok_emb.weight"}
-    state = {}
-    for name in wanted:
-        source = name if name in found else tied.get(name) if model.config.tie_weights else None
-        if source not in found:
-            raise ValueError(f"{path} holds no weight {name!r}: it was exported from other model code")
-        state[name] = found[source]
-    model.load_state_dict(state)
-    return model.eval(), meta
+    tied = {"tok_emb.weight": "lm_head.weight", "lm_head.weight": "tok_emb.weight"} if model.config.tie_weights else {}
+    return read_weights(path, model, prefix="gpt.", tied=tied), meta
 
 
 @torch.no_grad()

@@ -13,9 +13,9 @@ values written into the markdown, the MyST kept as each cell's template, see too
 each chapter's wall time in chapters/_generated/runtimes.json and the tables runtimes.md and
 leaderboard.md there, that the intro and recap pages include, and each chapter's glued values in
 book/results/glue/<chapter>.json, where later chapters read them (book.data.recorded_glue).
-Chapter 7 also exports its trained GPT for the website's live section (book.export): when the notebooks are
-written, into a temporary folder ($BOOK_LIVE_DIR) whose files move into book/results/live/ only once the notebook ran
-through and was written, so a run that fails later leaves the committed pair as it was; with --no-write it exports
+Chapters 4, 7 and 8 also export a trained model for the website's live sections (book.export): when the notebooks
+are written, into a temporary folder ($BOOK_LIVE_DIR) whose files move into book/results/live/ only once the notebook
+ran through and was written, so a run that fails later leaves the committed pair as it was; with --no-write it exports
 to a temporary folder, or to $BOOK_LIVE_DIR if set.
 
 Every file is written atomically (book.files: beside the target, then renamed over it): a write that fails leaves

@@ -1,4 +1,5 @@
-"""Chapter 4, self-attention: the Q/K/V drawing, the CPU memory peak it measures, and the attention exercise checker.
+"""Chapter 4, self-attention: the Q/K/V drawing, the CPU memory peak it measures, the attention exercise checker, and
+the live section (a typed line read twice by the trained layer: exported for the website, a widget in a kernel).
 """
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from matplotlib.figure import Figure
 from ..checks import returned
 from ..diagrams import Diagram
 
-__all__ = ["draw_qkv_flow", "check_attention", "peak_cpu_memory"]
+__all__ = ["draw_qkv_flow", "check_attention", "peak_cpu_memory", "read_twice", "export_read_twice",
+           "load_read_twice", "live_read_twice", "MAX_LINE"]
 
 
 def draw_qkv_flow() -> Figure:
@@ -99,3 +101,122 @@ def peak_cpu_memory(fn: Callable[[], object]) -> int:
         live += delta
         peak = max(peak, live)
     return peak
+
+
+# ---- the live section: the reader's own line, read twice (the website runs the exported layer; a kernel, this) ----
+
+READ_TWICE_FORMAT = "book-live-reread/1"   # the JSON's layout; _ext/live_gpt.js checks it
+MAX_LINE = 64                              # characters of a typed line: the map stays readable
+
+
+class _ReadTwiceGraph(torch.nn.Module):
+    """x (B, T) -> (logits (B, T, V), weights (B, T, T)): the exported graph of a OneLayerAttention."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        logits = self.model(x)
+        return logits, self.model.weights
+
+
+def _line_ids(tok, line: str) -> list:
+    if not isinstance(line, str):
+        raise TypeError(f"line must be a str, got {type(line).__name__}")
+    return [tok.stoi[c] for c in line if c in tok.stoi][-MAX_LINE:]
+
+
+@torch.no_grad()
+def read_twice(model, tok, line: str) -> dict:
+    """The layer on `line` read twice (its known characters, the last MAX_LINE): {"text": the line read,
+    "predicted": the character it predicts at each place of the second copy, "right": how many are the line's,
+    "weights": (n, n) tensor, row i = the query predicting character i, column j = character j of the first copy}.
+    """
+    ids = _line_ids(tok, line)
+    if not ids:
+        raise ValueError(f"line must hold at least one character of the vocabulary, got {line!r}")
+    n = len(ids)
+    x = torch.tensor([ids + ids[:-1]], device=next(model.parameters()).device)
+    was_training = model.training
+    model.eval()
+    try:
+        logits = model(x)
+    finally:
+        model.train(was_training)
+    rows = slice(n - 1, 2 * n - 1)                      # the queries that predict the second copy's characters
+    predicted = logits[0, rows].argmax(-1).tolist()
+    text = tok.decode(ids)
+    return {"text": text, "predicted": tok.decode(predicted), "right": sum(p == i for p, i in zip(predicted, ids)),
+            "weights": model.weights[0, rows, :n].float().cpu()}
+
+
+def export_read_twice(model, tok, path, *, example: str, provenance: dict) -> dict:
+    """Export the chapter's trained OneLayerAttention for the website (book.export.export_onnx): the graph, and a
+    JSON with the vocabulary, MAX_LINE, the provenance and `example` read twice (shown while the page loads)."""
+    from ..export import _vocab, example_outputs, export_onnx
+
+    vocab = _vocab(tok, model.embed.num_embeddings)
+    shown = read_twice(model, tok, example)
+    meta = {"format": READ_TWICE_FORMAT, "kind": "read-twice",
+            "inputs": {"x": "int64 (B, T): the line, then the line again without its last character"},
+            "outputs": {"logits": "float32 (B, T, V)", "weights": "float32 (B, T, T)"},
+            "vocab": vocab, "config": {"vocab_size": len(vocab), "d": model.embed.embedding_dim},
+            "max_line": MAX_LINE, "provenance": provenance,
+            "example": example_outputs(shown)}
+    T = torch.export.Dim("T", min=1, max=2 * MAX_LINE - 1)
+    ids = _line_ids(tok, example)
+    checks = [(torch.tensor([ids + ids[:-1]]),), (torch.arange(2 * MAX_LINE - 1)[None] % len(vocab),)]
+    return export_onnx(_ReadTwiceGraph(model), (torch.zeros(1, 5, dtype=torch.long),), path, input_names=["x"],
+                       output_names=["logits", "weights"], dynamic_shapes={"x": {1: T}}, meta=meta, verify=checks)
+
+
+def load_read_twice(path):
+    """(book.attention.OneLayerAttention with the export's weights, the JSON) for export_read_twice's files."""
+    from ..attention import OneLayerAttention
+    from ..export import read_meta, read_weights
+
+    meta = read_meta(path, READ_TWICE_FORMAT, writer="export_read_twice")
+    with torch.random.fork_rng(devices=[]):
+        model = OneLayerAttention(meta["config"]["vocab_size"], meta["config"]["d"])
+    return read_weights(path, model, prefix="model."), meta
+
+
+def _read_twice_html(shown: dict) -> str:
+    import html
+    marks = "".join(f'<span style="{"" if p == c else "background:#f4c7c3;"}">{html.escape(p)}</span>'
+                    for p, c in zip(shown["predicted"], shown["text"]))
+    n = len(shown["text"])
+    return (f'<pre style="margin:0">line read twice: {html.escape(shown["text"])}\n'
+            f'second reading writes: {marks}</pre><p>{shown["right"]} of {n} characters right '
+            "(red: a miss)</p>")
+
+
+def live_read_twice(model, tok, line: str = "Sweet are the uses of adversity"):
+    """The live section for a kernel: a text box for a line; the layer reads it twice and shows what the second
+    reading predicts and its attention map (row = a character of the second copy, column = the first copy)."""
+    import ipywidgets as widgets
+    from ..plots import alt_text, display_width, heatmap, new_figure, to_png
+    from ..widgets import frame_html
+
+    box = widgets.Text(value=line, description="your line", layout=widgets.Layout(width="95%"))
+    out, picture = widgets.HTML(), widgets.HTML()
+
+    def draw(_=None):
+        if not _line_ids(tok, box.value):
+            out.value, picture.value = "Type a line.", ""
+            return
+        shown = read_twice(model, tok, box.value)
+        chars, n = list(shown["text"]), len(shown["text"])
+        side = min(6.5, 1.6 + 0.16 * n)
+        fig, ax = new_figure(figsize=(side, side))
+        heatmap(shown["weights"], chars, chars[-1:] + chars[:-1], ax=ax, vmin=0, vmax=1, annotate=False,
+                xlabel="key: first copy", ylabel="query: second copy")
+        picture.value = frame_html(to_png(fig, dpi=100), display_width(fig), alt_text(fig))
+        out.value = _read_twice_html(shown)
+
+    box.observe(draw, names="value")
+    draw()
+    section = widgets.VBox([box, out, picture])
+    section.draw = draw
+    return section

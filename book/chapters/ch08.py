@@ -1,4 +1,5 @@
-"""Chapter 8, the encoder-decoder: its drawing, the nn.Transformer twin it checks against, and the exercise checkers.
+"""Chapter 8, the encoder-decoder: its drawing, the nn.Transformer twin it checks against, the exercise checkers, and
+the live section (a typed toy sentence translated, with its cross-attention: exported for the website, a widget).
 """
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from ..diagrams import Diagram, ROLES
 from ..transformer import Transformer
 
 __all__ = ["draw_encoder_decoder", "to_torch_transformer", "check_transformer_params", "check_cross_attention",
-           "transformer_params", "to_torch_decoder_layer"]
+           "transformer_params", "to_torch_decoder_layer", "translate_words", "export_translator", "load_translator",
+           "live_translator"]
 
 MAX_DRAWN_LAYERS = 4    # more layers per stack would not fit a page; the paper's N = 6 is named in the figure
 
@@ -175,3 +177,143 @@ def to_torch_decoder_layer(block: DecoderBlock) -> nn.TransformerDecoderLayer:
     theirs.multihead_attn.load_state_dict(to_torch_mha(block.cross_attn, bias=True).state_dict())
     norms = [(block.ln1, theirs.norm1), (block.ln2, theirs.norm2), (block.ln3, theirs.norm3)]
     return _copy_position_wise(block, theirs, norms)
+
+
+# ---- the live section: the reader's own toy sentence, translated (the website runs the export; a kernel, this) ----
+
+TRANSLATE_FORMAT = "book-live-translate/1"   # the JSON's layout; _ext/live_gpt.js checks it
+EXTRA_WORDS = 5                              # greedy decoding stops at EOS or after len(source) + 5 words
+
+
+class _TranslateGraph(nn.Module):
+    """(src (B, S), tgt (B, T)) -> (logits (B, T, V), cross-attention (L, B, H, T, S)): the exported graph."""
+
+    def __init__(self, model: Transformer):
+        super().__init__()
+        self.model = model
+
+    def forward(self, src, tgt):
+        m = self.model
+        keep = m.src_keep_mask(src)
+        logits, cross = m.decode(tgt, m.encode(src, keep), keep, need_weights=True)
+        return logits, torch.stack(cross)
+
+
+def _source_words(task, sentence: str):
+    if not isinstance(sentence, str):
+        raise TypeError(f"sentence must be a str, got {type(sentence).__name__}")
+    words = sentence.lower().split()
+    return [w for w in words if w in task.source_words], sorted(set(words) - set(task.source_words))
+
+
+@torch.no_grad()
+def translate_words(model: Transformer, task, sentence: str) -> dict:
+    """Greedy translation of a typed sentence (its words of the toy language; others skipped): {"source": the words
+    read, "skipped": the unknown ones, "output": the words written (up to and with <eos>), "cross": (L, H, T, S)
+    tensor, the cross-attention of each written word over the source words}."""
+    from ..generate import greedy_translate
+    from ..tasks import EOS
+
+    words, skipped = _source_words(task, sentence)
+    ctx = model.config.context_len
+    if not words:
+        raise ValueError(f"sentence must hold at least one word of the toy language, got {sentence!r}")
+    if len(words) > ctx:
+        raise ValueError(f"sentence has {len(words)} known words; the model reads at most {ctx}")
+    stoi = {w: i for i, w in enumerate(task.src_vocab)}
+    src = torch.tensor([[stoi[w] for w in words]], device=next(model.parameters()).device)
+    ids, cross = greedy_translate(model, src, min(len(words) + EXTRA_WORDS, ctx - 1), need_weights=True)
+    ids = ids[0].tolist()
+    n = ids.index(EOS) + 1 if EOS in ids else len(ids)
+    return {"source": words, "skipped": skipped, "output": [task.tgt_vocab[i] for i in ids[:n]],
+            "cross": cross[:, 0, :, :n].float().cpu()}
+
+
+def export_translator(model: Transformer, task, path, *, example: str, provenance: dict) -> dict:
+    """Export the chapter's trained Transformer for the website (book.export.export_onnx): the graph, and a JSON
+    with both vocabularies, the config, the provenance and `example` translated (shown while the page loads)."""
+    import dataclasses
+    from ..export import example_outputs, export_onnx
+    from ..tasks import BOS, EOS, PAD
+
+    cfg = model.config
+    shown = translate_words(model, task, example)
+    meta = {"format": TRANSLATE_FORMAT, "kind": "translate",
+            "inputs": {"src": "int64 (B, S) source ids", "tgt": "int64 (B, T): <bos> and the words written so far"},
+            "outputs": {"logits": "float32 (B, T, V)", "cross": "float32 (L, B, H, T, S)"},
+            "src_vocab": list(task.src_vocab), "tgt_vocab": list(task.tgt_vocab),
+            "specials": {"pad": PAD, "bos": BOS, "eos": EOS}, "extra_words": EXTRA_WORDS,
+            "config": dataclasses.asdict(cfg), "provenance": provenance,
+            "example": {"text": example, **example_outputs(shown)}}
+    S = torch.export.Dim("S", min=1, max=cfg.context_len)
+    T = torch.export.Dim("T", min=1, max=cfg.context_len)
+    src, tgt = torch.full((1, 4), 3, dtype=torch.long), torch.full((1, 3), 1, dtype=torch.long)
+    stoi = {w: i for i, w in enumerate(task.tgt_vocab)}
+    words = torch.tensor([[task.src_vocab.index(w) for w in shown["source"]]])
+    written = torch.tensor([[BOS] + [stoi[w] for w in shown["output"][:-1]]])
+    longest = torch.arange(cfg.context_len)[None] % (len(task.src_vocab) - 3) + 3
+    checks = [(words, written), (longest, longest[:, :-1])]
+    return export_onnx(_TranslateGraph(model), (src, tgt), path, input_names=["src", "tgt"],
+                       output_names=["logits", "cross"], dynamic_shapes={"src": {1: S}, "tgt": {1: T}}, meta=meta,
+                       verify=checks)
+
+
+def load_translator(path):
+    """(book.transformer.Transformer with the export's weights, the JSON) for export_translator's files."""
+    from ..export import read_meta, read_weights
+    from ..transformer import TransformerConfig
+
+    meta = read_meta(path, TRANSLATE_FORMAT, writer="export_translator")
+    with torch.random.fork_rng(devices=[]):
+        model = Transformer(TransformerConfig(**meta["config"]))
+    return read_weights(path, model, prefix="model."), meta
+
+
+def live_translator(model: Transformer, task, sentence: str = "shy owl sees big red fox and hen likes cat"):
+    """The live section for a kernel: a text box for a toy sentence; the model's greedy translation, and the
+    cross-attention of each written word over the source words, with layer and head selectors."""
+    import html
+    import ipywidgets as widgets
+    from ..plots import alt_text, display_width, heatmap, new_figure, to_png
+    from ..widgets import frame_html
+
+    cfg = model.config
+    box = widgets.Text(value=sentence, description="sentence", layout=widgets.Layout(width="95%"))
+    layer = widgets.Dropdown(options=[(f"layer {i + 1}", i) for i in range(cfg.n_layers)], value=cfg.n_layers - 1,
+                             description="layer")
+    head = widgets.Dropdown(options=[(f"head {i + 1}", i) for i in range(cfg.n_heads)], value=0, description="head")
+    out, picture = widgets.HTML(), widgets.HTML()
+    state = {}
+
+    def draw_map(_=None):
+        shown = state.get("shown")
+        if shown is None:
+            picture.value = ""
+            return
+        w = shown["cross"][layer.value, head.value]
+        fig, ax = new_figure(figsize=(min(7.0, 2.2 + 0.45 * len(shown["source"])),
+                                      min(6.0, 1.6 + 0.4 * len(shown["output"]))))
+        heatmap(w, shown["source"], shown["output"], ax=ax, vmin=0, vmax=1, xlabel="source word",
+                ylabel="word written", title=f"Cross-attention, layer {layer.value + 1}, head {head.value + 1}")
+        picture.value = frame_html(to_png(fig, dpi=100), display_width(fig), alt_text(fig))
+
+    def translate(_=None):
+        words, _skipped = _source_words(task, box.value)
+        if not words or len(words) > cfg.context_len:
+            state["shown"] = None
+            out.value = f"Type a sentence of the toy language (1 to {cfg.context_len} known words)."
+        else:
+            shown = state["shown"] = translate_words(model, task, box.value)
+            skipped = (f"<br>Not in the vocabulary, skipped: {html.escape(' '.join(shown['skipped']))}"
+                       if shown["skipped"] else "")
+            out.value = (f"<pre style=\"margin:0\">source:      {html.escape(' '.join(shown['source']))}\n"
+                         f"translation: {html.escape(' '.join(shown['output']))}</pre>{skipped}")
+        draw_map()
+
+    box.observe(translate, names="value")
+    layer.observe(draw_map, names="value")
+    head.observe(draw_map, names="value")
+    translate()
+    section = widgets.VBox([box, out, widgets.HBox([layer, head]), picture])
+    section.translate = translate
+    return section
