@@ -99,11 +99,10 @@ def main(argv=None) -> None:
           f"{4 * args.eval_batches * EVAL_BATCH} windows)", flush=True)
     for r in rows:
         print(f"[{r['level']}] {r['prompt']!r}{r['sample']!r}"[:200])
-    if args.quick:
-        return
-    record("samples_by_loss", {"samples_by_loss.csv": (FIELDS, rows),
-                               "samples_by_loss_curve.csv": (CURVE_FIELDS, curve)}, FIELDS, args, [args.seed],
-           started, __file__, extra={"recipe": str(recipe), "train_s": round(run.train_s, 1)})
+    if not args.quick:
+        record("samples_by_loss", {"samples_by_loss.csv": (FIELDS, rows),
+                                   "samples_by_loss_curve.csv": (CURVE_FIELDS, curve)}, FIELDS, args, [args.seed],
+               started, __file__, extra={"recipe": str(recipe), "train_s": round(run.train_s, 1)})
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from ..checks import positive_int, probability, tensor_dims, token_ids
 from ..ngram import _counted, _gram_keys, _id_list, ngram_counts, ngram_log_prob
 
 __all__ = ["BigramLM", "ngram_stats", "check_ngram_log_prob", "longest_seen_context", "check_jelinek_mercer",
-           "check_bits_per_char", "jelinek_mercer_prob"]
+           "check_bits_per_char", "jelinek_mercer_prob", "glue_cosines", "draw_ngram_order"]
 
 
 class BigramLM(nn.Module):
@@ -142,3 +142,47 @@ def jelinek_mercer_prob(tables: Dict[int, tuple], context: Sequence, token, voca
         if contexts.get(h, 0) > 0:
             p = lam * grams.get(h + (token,), 0) / contexts[h] + (1 - lam) * p
     return p
+
+
+def glue_cosines(mean_cos: dict, vowel_consonant: float) -> None:
+    """Glue the embedding section's cosines: each group's mean within and to all other characters, and the vowels'
+    mean to the lower-case consonants (tolerances from the recorded seed spread)."""
+    from ..utils import glue
+
+    for name, (within, between) in mean_cos.items():
+        glue(f"ch1_emb_{name.split()[0]}_within", f"{within:.2f}", tol=0.05, spread="glue_spread", margin=2)
+        glue(f"ch1_emb_{name.split()[0]}_between", f"{between:.2f}", tol=0.05, spread="glue_spread", margin=2)
+    glue("ch1_emb_vowel_consonant", f"{vowel_consonant:.2f}", tol=0.05, spread="glue_spread", margin=2)
+
+
+def draw_ngram_order(n: int, tables: dict, kn_models: dict, tok, prompt: str, answer: str, seen: dict, stats: list,
+                     top: int = 7):
+    """One frame of the n-gram slider: add-0.1 and Kneser-Ney's next-character probabilities after the prompt's last
+    n - 1 characters (the true next character in red, always shown), and where order n sits on the curve of unseen
+    validation contexts."""
+    from .. import ngram, plots
+
+    V = tok.vocab_size
+    grams, contexts = tables[n]
+    ctx = tok.encode(prompt[len(prompt) - (n - 1):]) if n > 1 else []
+    add_k = torch.tensor([ngram.ngram_log_prob(grams, contexts, tuple(ctx), j, V, 0.1) for j in range(V)]).exp()
+    kn_row = kn_models[n].log_probs(torch.tensor(ctx, dtype=torch.long).view(1, n - 1))[0].exp()
+    true = tok.stoi[answer]
+    idx = [i for i in kn_row.topk(top).indices.tolist() if i != true][:top - 1] + [true]
+    idx.sort(key=lambda i: -kn_row[i].item())
+    fig, (ax1, ax2) = plots.new_figure(figsize=(8, 3.0), ncols=2)
+    x = torch.arange(len(idx), dtype=torch.float)
+    ax1.bar(x - 0.2, add_k[idx], width=0.4, color="tab:blue", label="add-0.1")
+    ax1.bar(x + 0.2, kn_row[idx], width=0.4, color="tab:orange", label="Kneser-Ney")
+    ax1.set_xticks(x.tolist(), plots.token_labels([tok.itos[i] for i in idx]))
+    for label, i in zip(ax1.get_xticklabels(), idx):
+        label.set_color("tab:red" if i == true else "black")
+    shown = plots.token_labels([prompt[len(prompt) - (n - 1):]])[0]
+    ax1.set(ylim=(0, 1), ylabel="probability", xlabel=f"red: the true next character '{answer}'",
+            title=f"{n}-gram after '{shown}': context seen {seen[n]:,}x" if n > 1 else "1-gram: no context")
+    ax1.legend(fontsize=7, loc="upper right")
+    orders = list(range(1, len(stats) + 1))
+    ax2.plot(orders, [s["unseen_rate"] for s in stats], "o-", color="tab:gray")
+    ax2.plot([n], [stats[n - 1]["unseen_rate"]], "o", color="tab:red", markersize=9)
+    ax2.set(title="unseen validation contexts", xlabel="order n", ylabel="fraction")
+    return fig

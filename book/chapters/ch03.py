@@ -1,4 +1,5 @@
-"""Chapter 3, Bahdanau attention: its drawing and the general-score exercise checker.
+"""Chapter 3, Bahdanau attention: its drawing, the general-score exercise checker, the cost of a training step, the
+recorded parameter-matched comparison (read, drawn, checked and glued) and where the decoder looks.
 """
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import torch
 from ..checks import returned
 from ..diagrams import Diagram, ROLES, _SRC
 
-__all__ = ["draw_bahdanau_attention", "check_general_score"]
+__all__ = ["draw_bahdanau_attention", "check_general_score", "step_cost", "print_step_cost", "matched_results",
+           "print_matched", "draw_matched", "check_and_glue_matched", "alignment_misses"]
 
 
 def _bidirectional_row(d: Diagram, xs, y_tok: float, y_h: float, y_cat: float) -> None:
@@ -100,3 +102,127 @@ def check_general_score(fn) -> bool:
     if not torch.allclose(out, want, atol=1e-5):
         raise AssertionError("shape is right but values differ: score_i = s^T W h_i")
     return True
+
+
+def step_cost(models: dict, task, device=None) -> dict:
+    """One training step (forward + backward) of each model on the same 64 sentences of 28-32 words:
+    {name: (GFLOPs counted, ms on this machine)}, the models timed in turns so that other programs slow them alike."""
+    import torch.nn.functional as F
+
+    from ..timing import count_flops, time_in_turns
+
+    b = task.train_batch(64, 28, 32, torch.Generator().manual_seed(0))
+    src, tgt_in, tgt_out = b.src.to(device), b.tgt_in.to(device), b.tgt_out.to(device)
+
+    def step_of(m):
+        def step():
+            F.cross_entropy(m(src, tgt_in).flatten(0, 1), tgt_out.flatten(), ignore_index=0).backward()
+            m.zero_grad(set_to_none=True)
+        return step
+
+    steps = {name: step_of(m) for name, m in models.items()}
+    flops = {name: count_flops(step) for name, step in steps.items()}
+    return {name: (flops[name] / 1e9, 1e3 * s) for name, s in zip(steps, time_in_turns(list(steps.values())))}
+
+
+def print_step_cost(cost: dict) -> None:
+    print("one training step, 64 sentences of 28-32 words:")
+    for name, (gflops, ms) in cost.items():
+        print(f"  {name:15s} {gflops:.2f} GFLOPs (counted), {ms:.0f} ms on this machine")
+
+
+def matched_results(buckets) -> dict:
+    """benchmarks/seq2seq_matched.py's record: {"run": provenance, "configs", "params": {config: n},
+    "exact": {config: {bucket: [one value per seed]}}, "size": {(config, "d_enc" | "d_dec"): n}}."""
+    from ..results import provenance, read_rows
+
+    rows = read_rows("seq2seq_matched")
+    configs = list(dict.fromkeys(r["config"] for r in rows))
+    exact = {c: {b: [float(r["exact"]) for r in rows if r["config"] == c and (int(r["lo"]), int(r["hi"])) == b]
+                 for b in buckets} for c in configs}
+    return {"run": provenance("seq2seq_matched"), "configs": configs, "exact": exact,
+            "params": {r["config"]: int(r["params"]) for r in rows},
+            "size": {(r["config"], f): int(r[f]) for r in rows for f in ("d_enc", "d_dec")}}
+
+
+def print_matched(rec: dict, buckets) -> None:
+    run = rec["run"]
+    print(f"recorded by {run['script']}: {len(run['seeds'])} seeds per model,")
+    print(f"{run['wall_s'] / 60:.0f} min on one thread of {run['cpu']}")
+    short = {c: c.removeprefix("plain, ") for c in rec["configs"]}
+    print("exact match, lowest-highest seed")
+    print("length  | " + " | ".join(f"{short[c]:>12s}" for c in rec["configs"]))
+    for b in buckets:
+        print(f"{b[0]:2d}-{b[1]:<4d} | " + " | ".join(
+            f"{min(rec['exact'][c][b]):.3f}-{max(rec['exact'][c][b]):.3f}".rjust(12) for c in rec["configs"]))
+    print("params  | " + " | ".join(f"{rec['params'][c]:>12,}" for c in rec["configs"]))
+
+
+def draw_matched(rec: dict, buckets, mids):
+    """Exact match by length, one thin line per seed and a band over the seeds, for each recorded model."""
+    from .. import plots
+
+    colors = dict(zip(rec["configs"], ["tab:red", "tab:orange", "tab:purple", "tab:blue"]))
+    fig, ax = plots.new_figure(figsize=(7.6, 3.4))
+    for c in rec["configs"]:
+        by_bucket = [rec["exact"][c][b] for b in buckets]
+        ax.fill_between(mids, [min(v) for v in by_bucket], [max(v) for v in by_bucket], color=colors[c], alpha=0.2)
+        for one_seed in zip(*by_bucket):
+            ax.plot(mids, one_seed, color=colors[c], lw=0.9)
+        ax.plot([], [], color=colors[c], label=f"{c} ({rec['params'][c]:,} parameters)")
+    ax.set(xlabel="source length (bucket middle)", ylabel="exact match, held-out", ylim=(0, 1.03),
+           title=f"{len(rec['run']['seeds'])} seeds each (recorded)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1))
+    return fig
+
+
+def check_and_glue_matched(rec: dict, buckets, live_attn_long: float, live_plain_long: float) -> None:
+    """The recorded comparison's claims, asserted, and its numbers glued for the prose: every plain seed at 0 on
+    the longest sentences and every attention seed above them; the live run pointing the same way; what the raised
+    models bought on short and middle sentences (their ranges against the plain model's)."""
+    from ..utils import claim, glue
+
+    exact, configs = rec["exact"], rec["configs"]
+    longest, shortest, middle = buckets[-1], buckets[0], buckets[1]
+    raised = [c for c in configs if "raised" in c]
+    pct = lambda v: f"{v:.0%}"
+    span = lambda vals: pct(min(vals)) if pct(min(vals)) == pct(max(vals)) else f"{pct(min(vals))}–{pct(max(vals))}"
+    plain_long = max(max(exact[c][longest]) for c in configs if c != "additive")
+    attn_long = exact["additive"][longest]
+    claim(min(attn_long) > plain_long and live_attn_long - live_plain_long > 0.5,
+          f"the live run (one seed) should point the way every recorded seed does: attention ahead on the longest "
+          f"sentences by {live_attn_long - live_plain_long:.3f} live; recorded, attention {min(attn_long):.3f}-"
+          f"{max(attn_long):.3f} against at most {plain_long:.3f} for any plain model")
+    raised_mid = [v for c in raised for v in exact[c][middle]]
+    claim(plain_long == 0 and min(raised_mid) >= min(exact["plain"][middle]),
+          f"the raised models gain a little in the middle bucket and nothing on the longest: {exact}")
+    glue("ch3_rec_seeds", len(rec["run"]["seeds"]))
+    glue("ch3_rec_d_dec", rec["size"]["plain, d_dec raised", "d_dec"])
+    glue("ch3_rec_d_enc", rec["size"]["plain, d_enc raised", "d_enc"])
+    glue("ch3_rec_minutes", f"{rec['run']['wall_s'] / 60:.0f}")
+    glue("ch3_rec_plain_long", pct(plain_long))
+    glue("ch3_rec_attn_long_lo", pct(min(attn_long)))
+    glue("ch3_rec_attn_long_hi", pct(max(attn_long)))
+    glue("ch3_rec_plain_short", span(exact["plain"][shortest]))
+    glue("ch3_rec_raised_short", span([v for c in raised for v in exact[c][shortest]]))
+    glue("ch3_rec_plain_mid", span(exact["plain"][middle]))
+    glue("ch3_rec_raised_mid_range", span(raised_mid))
+    glue("ch3_rec_raised_mid", pct(max(max(exact[c][buckets[2]]) for c in raised)))
+
+
+def alignment_misses(model, tests: dict, task, device=None) -> dict:
+    """Where the decoder's largest attention weight sits against the true source word, over every test sentence:
+    {"hit": share on the true word, "left": share of the misses one or two words to its left, "right": ... to its
+    right, "next": share of the misses on the source word of the next output word, "words": output words}."""
+    offsets, ahead = [], 0
+    for batch in tests.values():
+        _, w = model.greedy(batch.src.to(device), batch.tgt_out.shape[1] + 5)
+        for i, src_ids in enumerate(batch.src):
+            truth = task.alignment(task.decode(src_ids, "src"))
+            looked = w[i, :len(truth), :len(truth)].argmax(-1).tolist()
+            offsets += [a - b for a, b in zip(looked, truth)]
+            ahead += sum(a != b and a == c for a, b, c in zip(looked, truth, truth[1:]))
+    misses = max(1, len(offsets) - offsets.count(0))
+    return {"hit": offsets.count(0) / len(offsets), "left": sum(o in (-1, -2) for o in offsets) / misses,
+            "right": sum(o in (1, 2) for o in offsets) / misses, "next": ahead / misses, "words": len(offsets)}
