@@ -21,7 +21,7 @@ from book.checks import positive_int, positive_number
 
 __all__ = ["RESULTS_DIR", "read_rows", "provenance", "sha256_of", "regenerate_command", "stale_reason",
            "budget_summary", "budget_table", "left_plateau",
-           "seed_span", "ladder_best"]
+           "seed_span", "value_range", "ladder_best"]
 
 # the recorded tables, shipped with the package (pyproject's package-data: results/*.csv, results/*.json)
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -143,13 +143,21 @@ def _seed_values(values, name: str, allow_none: bool = False) -> list:
 
 
 def seed_span(values, fmt: str = "{:.0%}") -> str:
-    """Every seed's value -> "mean (lowest-highest)", each written with `fmt`.
+    """Every seed's value -> "mean (lowest–highest)", each written with `fmt`; one value in the brackets when every
+    seed shows alike (value_range).
 
-    Example: seed_span([0.2, 0.3]) -> '25% (20%-30%)'"""
+    Example: seed_span([0.2, 0.3]) -> '25% (20%–30%)'; seed_span([0.2, 0.2]) -> '20% (20%)'"""
     values = _seed_values(values, "values")
     if not values:
         raise ValueError("seed_span needs at least one value")
-    return f"{fmt.format(sum(values) / len(values))} ({fmt.format(min(values))}-{fmt.format(max(values))})"
+    return f"{fmt.format(sum(values) / len(values))} ({value_range(min(values), max(values), fmt)})"
+
+
+def value_range(low, high, fmt: str = "{:.2f}", sep: str = "–") -> str:
+    """'low–high' as shown, or the one value when both ends show alike ('4.87', never '4.87–4.87').
+    Example: value_range(0.114, 0.116, "{:.0%}", " to ") -> '11%'; value_range(0.9, 0.95, "{:.0%}") -> '90%–95%'."""
+    a, b = fmt.format(low), fmt.format(high)
+    return a if a == b else f"{a}{sep}{b}"
 
 
 def _truth(v) -> bool:

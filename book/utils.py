@@ -133,6 +133,29 @@ def glued_numbers(text: str) -> tuple:
     return _NUMBER.sub("#", text), nums
 
 
+_SPAN = re.compile(r"#(%?)(?:–| to )#\1")
+
+
+def glued_spans(text: str) -> tuple:
+    """(the text with each number or range replaced by '#', [(low, high), ...]): a range 'a–b' or 'a to b' is one
+    span, a lone number n the span (n, n). So '4.87' (every seed alike, shown once: book.results.value_range) and
+    '4.86–4.87' have the same shape, and the drift and spread checks compare their ends."""
+    frame, nums = glued_numbers(text)
+    spans, out, k, last = [], [], 0, 0
+    for m in _SPAN.finditer(frame):
+        before = frame[last:m.start()]
+        for _ in range(before.count("#")):
+            spans.append((nums[k], nums[k]))
+            k += 1
+        out.append(before + "#" + m.group(1))
+        spans.append((nums[k], nums[k + 1]))
+        k += 2
+        last = m.end()
+    rest = frame[last:]
+    spans += [(n, n) for n in nums[k:]]
+    return "".join(out) + rest, spans
+
+
 def _display_unit(text: str) -> float:
     """The step of the last digit shown, for the coarsest number in `text` ('2.31' -> 0.01, '87%' -> 1)."""
     units = []
@@ -183,10 +206,10 @@ def seed_spread(name: str, text: str, spread, margin: float, results_dir: Option
             texts = recorded_seed_values(name, spread, results_dir) + [text]
         except (OSError, csv.Error, KeyError) as err:
             return {**out, "error": str(err)}
-        shapes = {glued_numbers(t)[0] for t in texts}
+        shapes = {glued_spans(t)[0] for t in texts}
         if len(shapes) != 1:
             return {**out, "error": f"the seeds glue values of different shapes: {texts}"}
-        columns = list(zip(*(glued_numbers(t)[1] for t in texts)))
+        columns = list(zip(*([end for span in glued_spans(t)[1] for end in span] for t in texts)))
         width = max((max(c) - min(c) for c in columns), default=0.0)
         out.update(seeds=len(texts), width=width)
         if len(texts) < 3:

@@ -12,7 +12,7 @@ import nbformat
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 from render import is_solution  # noqa: E402, F401  (a solution code cell, as tools/render.py knows it; re-exported)
-from book.utils import glued_numbers  # noqa: E402  (the numbers a glued text holds, as book.glue reads them)
+from book.utils import glued_numbers, glued_spans  # noqa: E402  (the numbers a glued text holds, as book.glue reads)
 CHAPTERS = ROOT / "chapters"
 
 
@@ -103,8 +103,10 @@ def glue_drift(name: str, committed: str, fresh: str, spec) -> Optional[str]:
         return None
     if committed is None or fresh is None:
         return f"committed {committed!r}, fresh {fresh!r}"
-    shape_c, nums_c = glued_numbers(committed)
-    shape_f, nums_f = glued_numbers(fresh)
+    shape_c, spans_c = glued_spans(committed)      # a range and a lone number (both ends alike) compare
+    shape_f, spans_f = glued_spans(fresh)
+    nums_c = [end for span in spans_c for end in span]
+    nums_f = [end for span in spans_f for end in span]
     if not spec or shape_c != shape_f or len(nums_c) != len(nums_f):
         kind = "exact value expected" if not spec else "text around the numbers differs"
         return f"{kind}: committed {committed}, fresh {fresh}"
@@ -260,8 +262,8 @@ def spread_problems(chapter: str, outputs, recorded: dict, compared_exactly: boo
             width = max(info["values"]) - min(info["values"])
         else:
             texts = recorded.get(name, []) + [text]
-            columns = list(zip(*(glued_numbers(t)[1] for t in texts)))
-            if len({glued_numbers(t)[0] for t in texts}) != 1 or len(texts) < 3:
+            columns = list(zip(*([end for span in glued_spans(t)[1] for end in span] for t in texts)))
+            if len({glued_spans(t)[0] for t in texts}) != 1 or len(texts) < 3:
                 problems.append(f"{where}: the recorded seeds {texts} do not give a spread: record it again")
                 continue
             width = max((max(c) - min(c) for c in columns), default=0.0)

@@ -58,8 +58,9 @@ def test_seed_helpers_group_summarise_and_call_a_win_only_when_every_seed_agrees
     assert seed_curves(rows, "fill") == {("T5", 0): [(250, 0.1), (500, 0.3)], ("GPT", 1): [(250, 0.5)]}
     with pytest.raises(ValueError, match="cont_bits"):
         seed_curves(rows, "cont_bits")
-    assert seed_span([0.2, 0.3]) == "25% (20%-30%)"
-    assert seed_span([2.0, 2.5], "{:.2f}") == "2.25 (2.00-2.50)"
+    assert seed_span([0.2, 0.3]) == "25% (20%–30%)"
+    assert seed_span([2.0, 2.5], "{:.2f}") == "2.25 (2.00–2.50)"
+    assert seed_span([0.2, 0.2, 0.2]) == "20% (20%)"          # never "20% (20%–20%)"
     with pytest.raises(ValueError, match="at least one"):
         seed_span([])
     assert seed_verdict("A", [2, 3], "B", [1, 2], "fills more than") == "A fills more than B in every seed"

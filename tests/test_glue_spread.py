@@ -9,7 +9,7 @@ import csv
 
 import nbformat
 import pytest
-from nbtools import chapter_paths, spread_problems
+from nbtools import chapter_paths, glue_drift, spread_problems
 
 from book.utils import RESULTS_DIR, _check_tolerance, _display_unit, glued_numbers, seed_spread
 
@@ -110,3 +110,19 @@ def test_other_seeds_quotes_what_the_recorded_runs_glued(tmp_path, monkeypatch):
     assert utils.other_seeds("a") == "14%, 9% and 11%" and utils.other_seeds("b") == "3"
     with pytest.raises(ValueError, match="no recorded runs with other seeds for 'zz'"):
         utils.other_seeds("zz")
+
+
+def test_a_range_and_a_number_shown_once_have_one_shape():
+    """value_range shows '4.87' where every seed gave 4.87: the drift and spread checks compare it with '4.86–4.87'
+    end by end (glued_spans), so collapsing an equal-ended range never breaks them."""
+    from book.results import value_range
+    from book.utils import glued_spans
+
+    assert glued_spans("4.87") == glued_spans("4.87–4.87") == ("#", [(4.87, 4.87)])
+    assert glued_spans("0.99 (0.98–1.00)") == ("# (#)", [(0.99, 0.99), (0.98, 1.0)])
+    assert glued_spans("9% to 14% of them") == ("#% of them", [(9.0, 14.0)])
+    assert value_range(0.114, 0.116, "{:.0%}", " to ") == "11% to 12%"
+    assert value_range(0.1141, 0.1149, "{:.0%}") == "11%"
+    spec = {"tol": 0.02}
+    assert glue_drift("x", "4.87", "4.86–4.88", spec) is None
+    assert glue_drift("x", "4.87", "4.80–4.88", spec) is not None

@@ -69,3 +69,12 @@ def test_a_deep_dive_section_folds_on_the_site():
     raws = [n.astext() for n in deep.findall(nodes.raw)]
     assert raws[0].startswith('<details class="deep-dive"><summary>') and raws[-1].strip() == "</details>"
     assert deep.index(deep.children[1]) == 1 and isinstance(deep.children[1], nodes.raw)   # after the title
+
+
+def test_the_site_folds_chapter_1s_deep_dive(site_html):
+    page = (site_html / "chapters" / "01_next_token.html").read_text(encoding="utf8")
+    start = page.index('<details class="deep-dive">')
+    assert "Deep dive (optional): what the trained rows learned" in page[start - 3000:start]
+    end = page.index("</details>", start)
+    assert start < page.index("mean cosine", start) < end          # the section's code and output are folded too
+    assert "Sampling: letting the model write" in page[end:]        # and the next section is not

@@ -1,4 +1,5 @@
-"""Chapter 7, training a GPT: the stack drawing, the budget leaderboard reader, and the exercise checkers.
+"""Chapter 7, training a GPT: the stack drawing, the budget leaderboard reader, the samples-by-loss reader, and the
+exercise checkers.
 """
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from ..diagrams import Diagram, ROLES
 from ..kv_cache import kv_cache_bytes
 from ..results import _read_json
 
-__all__ = ["draw_gpt_stack", "check_kv_cache_bytes", "check_top_p", "leaderboard_bpc"]
+__all__ = ["draw_gpt_stack", "check_kv_cache_bytes", "check_top_p", "leaderboard_bpc", "samples_by_loss",
+           "samples_html", "real_word_share", "glue_samples_by_loss"]
 
 
 def draw_gpt_stack():
@@ -111,3 +113,89 @@ def leaderboard_bpc(name_prefix: str, runtimes: Optional[Path] = None) -> Option
                          f"{type(record).__name__}")
     rows = [r for chapter in record.values() for r in chapter.get("leaderboard", [])]
     return next((float(r["val_bpc"]) for r in rows if r["name"].startswith(name_prefix)), None)
+
+
+def samples_by_loss(results_dir: Optional[Path] = None) -> list:
+    """What benchmarks/samples_by_loss.py recorded, one entry per level in its order (3.0, 2.5, 2.2, 2.0 bits/char,
+    then "lowest"): {"level", "reached", "step", "minutes" (of training), "val_bpc", "samples": [(prompt, text)]}.
+    A level the run never reached has reached False and no samples."""
+    from ..results import read_rows
+
+    levels = {}
+    for r in read_rows("samples_by_loss", results_dir):
+        if r["reached"] not in ("True", "False"):
+            raise ValueError(f"samples_by_loss.csv: reached must be True or False, got {r['reached']!r}")
+        reached = r["reached"] == "True"
+        entry = levels.setdefault(r["level"], {
+            "level": r["level"], "reached": reached, "step": int(r["step"]) if reached else None,
+            "minutes": float(r["train_s"]) / 60 if reached else None,
+            "val_bpc": float(r["val_bpc"]) if reached else None, "samples": []})
+        if reached:
+            entry["samples"].append((r["prompt"], r["sample"]))
+    return list(levels.values())
+
+
+def samples_html(levels: list, shares: Optional[dict] = None) -> str:
+    """The levels as an HTML table: the level, when the run reached it, its samples (prompt in bold) and, given
+    `shares` ({level: share of real words}, glue_samples_by_loss), how many sampled words are real."""
+    import html
+
+    def level_name(lv):
+        return "the run's lowest" if lv["level"] == "lowest" else f"≤ {lv['level']} bits/char"
+
+    rows = []
+    for lv in levels:
+        if not lv["reached"]:
+            rows.append(f"<tr><td>{level_name(lv)}</td><td>not reached in the run</td><td></td><td></td></tr>")
+            continue
+        texts = "".join(f'<pre style="white-space:pre-wrap;margin:0 0 0.4em 0"><b>{html.escape(p)}</b>'
+                        f"{html.escape(s)}</pre>" for p, s in lv["samples"])
+        share = f"{shares[lv['level']]:.0%}" if shares and lv["level"] in shares else ""
+        rows.append(f"<tr><td>{level_name(lv)}</td><td>{lv['val_bpc']:.2f} bits/char, step {lv['step']:,}, "
+                    f"{lv['minutes']:.1f} min</td><td>{texts}</td><td>{share}</td></tr>")
+    return ('<table><thead><tr><th>level</th><th>reached at</th><th>three samples at temperature 1</th>'
+            f"<th>real words</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
+
+
+def real_word_share(texts, known_words) -> float:
+    """The share of the words in `texts` (runs of letters, apostrophes inside) that occur in `known_words`, e.g. the
+    set of the training text's words: how much of a sample is real vocabulary."""
+    import re
+
+    words = [w for t in texts for w in re.findall(r"[A-Za-z]+(?:'[A-Za-z]+)?", t)]
+    if not words:
+        return 0.0
+    return sum(w in known_words or w.lower() in known_words for w in words) / len(words)
+
+
+def glue_samples_by_loss(levels: list, prov: dict, known_words, live_bpc: Optional[float] = None) -> dict:
+    """Glue the samples-by-loss record for the prose: each reached level's bits/char, step, minutes and share of real
+    words; the levels not reached; the run's model and length; and, given the chapter's live model's bits/char,
+    where it sits among the rows ("between the rows at 2.49 and 2.20"). Returns {level: share of real words}."""
+    import re
+
+    from ..utils import glue
+
+    shares = {}
+    for lv in levels:
+        key = "lowest" if lv["level"] == "lowest" else lv["level"].replace(".", "_")
+        if not lv["reached"]:
+            continue
+        shares[lv["level"]] = real_word_share([s for _, s in lv["samples"]], known_words)
+        glue(f"ch7_sbl_{key}_bpc", f"{lv['val_bpc']:.2f}")
+        glue(f"ch7_sbl_{key}_step", f"{lv['step']:,}")
+        glue(f"ch7_sbl_{key}_min", f"{lv['minutes']:.0f}")
+        glue(f"ch7_sbl_{key}_words", f"{shares[lv['level']]:.0%}")
+    missed = [lv["level"] for lv in levels if not lv["reached"]]
+    glue("ch7_sbl_missed", " and ".join(missed) if missed else "none")
+    recipe = dict(re.findall(r"(n_layers|d_model|n_heads|context_len|steps)=(\d+)", prov["recipe"]))
+    for k, v in recipe.items():
+        glue(f"ch7_sbl_{k}", f"{int(v):,}")
+    glue("ch7_sbl_train_min", f"{prov['train_s'] / 60:.0f}")
+    if live_bpc is not None:
+        reached = [lv["val_bpc"] for lv in levels if lv["reached"]]
+        worse, better = [v for v in reached if v > live_bpc], [v for v in reached if v <= live_bpc]
+        place = (f"between the rows at {min(worse):.2f} and {max(better):.2f}" if worse and better else
+                 "above every row" if not worse else "below every row")
+        glue("ch7_sbl_live_place", place)
+    return shares
