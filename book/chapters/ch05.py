@@ -1,5 +1,5 @@
-"""Chapter 5, positional encoding: the shift and rotation matrices it proves things with, the order task (bites), and
-the exercise checkers.
+"""Chapter 5, positional encoding: the shift and rotation matrices it proves things with, the order task (bites), the
+exercise checkers, and the measurements' plumbing (tables printed, claims asserted, numbers glued).
 """
 from __future__ import annotations
 
@@ -11,7 +11,10 @@ from ..checks import positive_int, probability, returned
 from ..positional import RotaryEmbedding, _check_even, pair_frequencies, sinusoidal_table
 from ..tasks import _BITES, _N_NOUNS
 
-__all__ = ["sinusoidal_shift_matrix", "rope_rotation_matrix", "check_shift_matrix", "check_rotate_half", "bites_batch"]
+__all__ = ["sinusoidal_shift_matrix", "rope_rotation_matrix", "check_shift_matrix", "check_rotate_half", "bites_batch",
+           "five_ways_table", "check_and_glue_five_ways", "left_over_right", "check_and_glue_delta",
+           "check_and_glue_learned_dip", "attention_weights", "check_and_glue_left_weights", "copy_back_record",
+           "print_copy_back", "check_and_glue_copy_back", "check_copy_live", "alibi_letter_weights"]
 
 
 def sinusoidal_shift_matrix(k: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
@@ -100,3 +103,236 @@ def bites_batch(batch_size: int, seq_len: int, min_verb_pos: int = 1, distractor
     rows = torch.arange(B)
     x[rows, pos - 1], x[rows, pos], x[rows, pos + 1] = biter, _BITES, bitten
     return x, pos, biter
+
+
+# ---- the chapter's measurements, read, printed, checked and glued: plumbing out of the reader's cells -------------
+
+def _mean(xs):
+    return sum(xs) / len(xs)
+
+
+def five_ways_table(results: dict, train_len: int, long_len: int):
+    """Print the five variants' accuracy in length, unsolved positions and accuracy beyond; return (acc, unsolved,
+    table_rows): acc {name: (in length, beyond or None)}, unsolved {name: count over the seeds}, table_rows
+    {name: (in length, beyond) as shown}."""
+    print(f"{'positions':18s} | in length ({train_len})     | unsolved | beyond (length {long_len}, verb after "
+          f"{train_len})")
+    table_rows = {}
+    for name, accs in results.items():
+        acc_in, beyond, unsolved = _mean([a for a, _, _ in accs]), [b for _, b, _ in accs], sum(u for _, _, u in accs)
+        shown = "n/a: index out of range" if None in beyond else f"{_mean(beyond):.3f} (worst seed {min(beyond):.3f})"
+        count = "-" if name == "no positions" else str(unsolved)        # a coin flip everywhere: not meaningful
+        print(f"{name:18s} | {acc_in:.3f} (worst {min(a for a, _, _ in accs):.3f}) | {count:>8s} | {shown}")
+        table_rows[name] = (f"{acc_in:.3f}", "n/a" if None in beyond else f"{_mean(beyond):.3f}")
+    acc = {name: (_mean([r[0] for r in rs]), None if rs[0][1] is None else _mean([r[1] for r in rs]))
+           for name, rs in results.items()}
+    unsolved = {name: sum(r[2] for r in rs) for name, rs in results.items()}
+    return acc, unsolved, table_rows
+
+
+def check_and_glue_five_ways(acc: dict, unsolved: dict, table_rows: dict) -> None:
+    """The five-ways comparison's claims (asserted) and its numbers glued for the prose."""
+    from ..utils import claim, glue
+
+    assert acc["learned (16 rows)"][1] is None                            # cannot even run beyond its table
+    claim(acc["no positions"][0] < 0.6, f"no positions: a coin flip, {acc['no positions'][0]:.3f}")
+    for name in ("sinusoidal", "learned (16 rows)", "learned (64 rows)", "RoPE"):   # every signal solves it in length
+        claim(acc[name][0] > 0.9, f"{name} solves the task in length: {acc[name][0]:.3f}")
+    for name in ("sinusoidal", "RoPE"):                                   # one rule for all positions: none stuck
+        claim(acc[name][0] > 0.99 and unsolved[name] == 0,
+              f"{name}: {acc[name][0]:.3f} in length, {unsolved[name]} unsolved positions")
+    claim(acc["learned (64 rows)"][1] < acc["no positions"][1] - 0.1,   # rows 16..63 were never trained
+          f"learned (64 rows) beyond: worse than the coin flip of no positions, {acc['learned (64 rows)'][1]:.3f} "
+          f"vs {acc['no positions'][1]:.3f}")
+    claim(acc["sinusoidal"][1] < acc["sinusoidal"][0] - 0.3, f"sinusoidal falls beyond: {acc['sinusoidal'][1]:.3f}")
+    claim(acc["RoPE"][1] > 0.9 and acc["RoPE"][1] > acc["sinusoidal"][1] + 0.2,
+          f"RoPE keeps its accuracy beyond: {acc['RoPE'][1]:.3f} vs sinusoidal {acc['sinusoidal'][1]:.3f}")
+    for name, (acc_in, beyond) in table_rows.items():
+        key = name.split()[0].lower() + ("_" + name.split()[1].strip("(") if "learned" in name else "")
+        tol_in = 0.05 if key == "learned_64" else 0.03                    # a stuck position costs a few points
+        glue(f"ch5_{key}_in", acc_in, tol=tol_in, spread="glue_spread", margin=2)
+        glue(f"ch5_{key}_beyond", beyond, tol=0.05, spread="glue_spread", margin=2)
+
+
+def left_over_right(model, pe_long: torch.Tensor, bites_id: int, long_len: int) -> torch.Tensor:
+    """Delta(p) for p = 1 .. long_len - 2: how much more the query of 'bites' at p scores the key at p - 1 than the
+    key at p + 1, through positions alone: (e_bites + p_p)^T A (p_{p-1} - p_{p+1}) / sqrt(d), A = W_Q^T W_K."""
+    import math
+
+    with torch.no_grad():
+        A = (model.q_proj.weight.T @ model.k_proj.weight).cpu()
+        query = model.embed.weight[bites_id].cpu() + pe_long[1:long_len - 1]
+        return ((query @ A) * (pe_long[:long_len - 2] - pe_long[2:])).sum(-1) / math.sqrt(A.shape[0])
+
+
+def check_and_glue_delta(delta: torch.Tensor, by_pos: dict, A: torch.Tensor, train_len: int, long_len: int) -> dict:
+    """Beyond the training length: the correlation of Delta(p) with the accuracy, how often its sign predicts a
+    right answer, and how far the trained A is from commuting with the shift M_1 (a random A for scale); printed,
+    asserted, glued. Returns the numbers."""
+    from ..utils import claim, glue, other_seeds
+
+    beyond_p = list(range(train_len, long_len - 1))
+    acc_p = torch.tensor([by_pos[p] for p in beyond_p])
+    d_p = delta[[p - 1 for p in beyond_p]]
+    r_delta = torch.corrcoef(torch.stack([d_p, acc_p]))[0, 1].item()
+    sign_agree = ((d_p > 0) == (acc_p > 0.5)).float().mean().item()
+    M1 = sinusoidal_shift_matrix(1, A.shape[0]).float()
+    random_A = torch.randn(*A.shape, generator=torch.Generator().manual_seed(0))
+    commute = {name: ((a @ M1 - M1 @ a).norm() / a.norm()).item()
+               for name, a in (("trained A", A), ("random", random_A))}
+    print(f"beyond {train_len}: corr(Delta(p), accuracy) = {r_delta:.2f}")
+    print(f"the sign of Delta matches accuracy > 0.5 at {sign_agree:.0%} of positions")
+    print(f"|A M_1 - M_1 A| / |A|: trained A {commute['trained A']:.2f}, a random A {commute['random']:.2f}")
+    claim(r_delta > 0.6 and sign_agree > 0.8,
+          f"accuracy follows the sign of Delta: r = {r_delta:.2f}, {sign_agree:.0%}")
+    claim(commute["trained A"] > 0.05, f"the trained A does not commute with M_1: {commute}")
+    glue("ch5_sin_delta_r", f"{r_delta:.2f}", tol=0.1, spread="glue_spread", margin=2)
+    glue("ch5_sin_delta_agree", f"{sign_agree:.0%}", tol=10, spread="glue_spread", margin=2)
+    glue("ch5_commute_trained", f"{commute['trained A']:.2f}", tol=0.1, spread="glue_spread", margin=2)
+    glue("ch5_commute_random", f"{commute['random']:.2f}", spread="glue_spread", margin=2)
+    glue("ch5_sin_delta_r_others", other_seeds("ch5_sin_delta_r"))   # this cell with other seeds (recorded)
+    return {"r": r_delta, "agree": sign_agree, "commute": commute}
+
+
+def check_and_glue_learned_dip(short: dict, long: dict, train_len: int) -> None:
+    """The learned (64 rows) table on 16- against 64-token sentences at every trained place of 'bites', its stuck
+    position, and the place whose object sits on the first untrained row; printed, asserted, glued."""
+    from ..utils import claim, glue
+
+    diff = max(abs(short[p] - long[p]) for p in short)
+    stuck = min(short, key=short.get)
+    edge = long[train_len - 1]                       # 'bites' at 15: its object on row 16, never trained
+    print(f"learned (64 rows), 16- vs 64-token sentences: largest difference {diff:.2f}")
+    print(f"worst position {stuck}: {short[stuck]:.2f}; 'bites' at {train_len - 1}: {edge:.2f}")
+    claim(_mean([abs(short[p] - long[p]) for p in short]) < 0.05,
+          f"learned (64 rows): 16- and 64-token sentences agree at positions 1..14, largest difference {diff:.2f}")
+    claim(edge < 0.5, f"learned (64 rows) with 'bites' at {train_len - 1}: {edge:.2f}")
+    glue("ch5_l64_len_diff", f"{diff:.2f}", tol=0.1, spread="glue_spread", margin=2)
+    glue("ch5_l64_stuck_pos", stuck, tol="any")            # which position gets stuck depends on the machine's numbers
+    glue("ch5_l64_stuck_acc", f"{short[stuck]:.0%}", tol="any")
+    glue("ch5_l64_edge_acc", f"{edge:.0%}", tol="any")
+
+
+@torch.no_grad()
+def attention_weights(model, x: torch.Tensor) -> torch.Tensor:
+    """(B, T) ids -> (B, T, T): the attention weights of the chapter's OrderModel layer (positions, RoPE or none)."""
+    h = model.embed(x)
+    h = model.positions(h) if model.positions is not None else h
+    q, k = model.q_proj(h), model.k_proj(h)
+    if model.rope is not None:
+        q, k = model.rope(q), model.rope(k)
+    return torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, dim=-1)
+
+
+def check_and_glue_left_weights(models: dict, train_len: int, long_len: int, device=None) -> dict:
+    """Mean weight of 'bites' on the word before it, over 2,000 sentences, in length and beyond, for the RoPE and the
+    sinusoidal models; printed, asserted, glued. Returns {(name, "in" | "beyond"): weight}."""
+    from ..utils import claim, glue
+
+    def left_weight(model, T, min_verb_pos):
+        x, pos, _ = bites_batch(2000, T, min_verb_pos, generator=torch.Generator().manual_seed(99))
+        w, rows = attention_weights(model, x.to(device)).cpu(), torch.arange(len(x))
+        return w[rows, pos, pos - 1].mean().item()
+
+    left = {(name, where): left_weight(models[name], *args) for name in ("RoPE", "sinusoidal")
+            for where, args in (("in", (train_len, 1)), ("beyond", (long_len, train_len)))}
+    print("weight on the word before 'bites':")
+    print("  " + ", ".join(f"{n} {w} {v:.3f}" for (n, w), v in left.items()))
+    claim(min(left["RoPE", "in"], left["RoPE", "beyond"]) > 0.9, f"RoPE: bites attends to its left neighbour: {left}")
+    claim(left["sinusoidal", "beyond"] < left["RoPE", "beyond"] - 0.2, f"sinusoidal loses the rule beyond: {left}")
+    for (name, where), v in left.items():
+        glue(f"ch5_{dict(RoPE='rope', sinusoidal='sin')[name]}_left_{where}", f"{v:.2f}", tol=0.05,
+             spread="glue_spread", margin=2)
+    return left
+
+
+def copy_back_record() -> dict:
+    """benchmarks/copy_back.py's record at each scheme's chosen rate: {"prov", "schemes", "k_max", "ranges",
+    "curve": {scheme: (seed, k) accuracies}, "lr": {scheme: chosen rate}, "swept": the rates tried,
+    "per_seed": {(scheme, range name): per-seed mean over the range}}."""
+    from ..results import provenance, read_rows
+
+    rows = read_rows("copy_back")
+    recorded = [r for r in rows if r["chosen"] == "1"]
+    schemes = ("sinusoidal", "learned", "rope", "alibi")
+    k_max = max(int(r["k"]) for r in recorded)
+    seeds = sorted({int(r["seed"]) for r in recorded})
+    curve = {s: torch.zeros(len(seeds), k_max) for s in schemes}
+    for r in recorded:
+        curve[r["scheme"]][seeds.index(int(r["seed"])), int(r["k"]) - 1] = float(r["accuracy"])
+    ranges = {"1-16": (1, 16), "17-24": (17, 24), "25-32": (25, 32), "33-48": (33, 48)}
+    return {"prov": provenance("copy_back"), "schemes": schemes, "k_max": k_max, "ranges": ranges, "curve": curve,
+            "lr": {r["scheme"]: float(r["lr"]) for r in recorded}, "swept": sorted({float(r["lr"]) for r in rows}),
+            "per_seed": {(s, n): curve[s][:, lo - 1:hi].mean(1) for s in schemes for n, (lo, hi) in ranges.items()}}
+
+
+def print_copy_back(rec: dict) -> None:
+    from ..results import seed_span
+
+    prov = rec["prov"]
+    print(f"recorded by {prov['script']}, seeds {prov['seeds']}, {prov['wall_s']:.0f} s on one thread")
+    print(f"of {prov['cpu']}; accuracy, mean over the seeds (range), each scheme at its chosen rate")
+    print(f"{'scheme':10s} {'lr':>5s} | " + " | ".join(f"k {n:14s}" for n in rec["ranges"]))
+    for s in rec["schemes"]:
+        print(f"{s:10s} {rec['lr'][s]:5g} | " + " | ".join(
+            f"{seed_span(rec['per_seed'][s, n].tolist(), '{:.2f}'):16s}" for n in rec["ranges"]).rstrip())
+
+
+def check_and_glue_copy_back(rec: dict) -> None:
+    """The recorded copy-back claims (asserted) and the table's numbers glued, with each rate chosen and whether it
+    sat at the top of the sweep."""
+    from ..results import seed_span
+    from ..utils import glue
+
+    per_seed, schemes = rec["per_seed"], rec["schemes"]
+    assert all(per_seed[s, "1-16"].min() > 0.85 for s in schemes)                # every seed learns the training range
+    assert per_seed["rope", "25-32"].max() < 0.1 and per_seed["rope", "33-48"].max() < 0.1      # chance: 1/16
+    assert per_seed["alibi", "33-48"].max() < 0.05 and (per_seed["alibi", "33-48"] < per_seed["alibi", "17-24"]).all()
+    assert all(per_seed["sinusoidal", "33-48"].min() > per_seed[s, "33-48"].max() for s in ("rope", "alibi"))
+    assert per_seed["sinusoidal", "33-48"].min() < per_seed["learned", "33-48"].max()      # no win over learned
+    for s in schemes:
+        for n in rec["ranges"]:
+            glue(f"ch5_copy_{s}_{n.replace('-', '_')}", seed_span(per_seed[s, n].tolist(), "{:.2f}"))
+    glue("ch5_copy_alibi_far_best", f"{per_seed['alibi', '33-48'].max():.2f}")
+    glue("ch5_copy_wall_min", f"{rec['prov']['wall_s'] / 60:.0f}")
+    top = rec["swept"][-1]
+    glue("ch5_copy_lr", f"{top:g} for all four, the top of the sweep ({', '.join(f'{lr:g}' for lr in rec['swept'])})"
+         if all(lr == top for lr in rec["lr"].values()) else ", ".join(f"{s} {lr:g}" for s, lr in rec["lr"].items()))
+
+
+def check_copy_live(live: dict, ranges: dict) -> None:
+    """The live copy-back run (seed 0, each scheme at its recorded rate) points the way the recorded seeds do."""
+    from ..utils import claim
+
+    span = lambda s, lo, hi: live[s][lo - 1:hi].mean().item()
+    for s in live:
+        print(f"{s:10s} " + "  ".join(f"k {n}: {span(s, lo, hi):.2f}" for n, (lo, hi) in ranges.items()))
+    claim(min(span(s, 1, 16) for s in ("sinusoidal", "learned", "rope")) > 0.9 and span("alibi", 1, 16) > 0.6,
+          f"every scheme learns the training range: {[round(span(s, 1, 16), 2) for s in live]}")
+    claim(span("rope", 25, 48) < 0.15, f"RoPE at chance beyond 24, as recorded: {span('rope', 25, 48):.2f}")
+    claim(span("alibi", 33, 48) < span("alibi", 17, 24) and span("alibi", 33, 48) < 0.1,
+          f"ALiBi collapses far back, as recorded: {[round(span('alibi', lo, hi), 2) for lo, hi in ranges.values()]}")
+    claim(span("learned", 17, 48) < span("learned", 1, 16) - 0.3,
+          f"learned fails beyond: {span('learned', 17, 48):.2f}")
+    claim(span("sinusoidal", 33, 48) > max(span("rope", 33, 48), span("alibi", 33, 48)) + 0.2,
+          f"sinusoidal ahead of RoPE and ALiBi beyond 32, as recorded: {span('sinusoidal', 33, 48):.2f}")
+
+
+@torch.no_grad()
+def alibi_letter_weights(model, device=None) -> dict:
+    """ALiBi's heads: the weight of '?' on the four letters, for k = 8 and 40 (300 sequences each), printed and
+    asserted (the steepest head loses the letters far back, the flattest keeps them). Returns {k: (H,) weights}."""
+    from ..tasks import copy_back_batch
+    from ..utils import claim
+
+    on_letters = {}
+    for k in (8, 40):
+        x, _, _ = copy_back_batch(300, max(20, k + 4), k, generator=torch.Generator().manual_seed(k))
+        w = model.weights(x.to(device))[:, :, -1].cpu()             # (B, H, T)
+        on_letters[k] = (w * (x < 16)[:, None, :]).sum(-1).mean(0)   # (H,)
+    print("ALiBi, weight on the letters per head (slopes 1/4 .. 1/256):")
+    for k, ws in on_letters.items():
+        print(f"  k = {k:2d}: {[round(v, 2) for v in ws.tolist()]}")
+    claim(on_letters[40][0] < 0.5 * on_letters[8][0] and on_letters[40][-1] > 0.8,
+          f"the steep head loses the letters far back, the flattest keeps them: {on_letters}")
+    return on_letters
