@@ -92,7 +92,7 @@ def measure(path: Path) -> dict:
             code_lines += n
             if n > MAX_CELL_LINES:
                 long_cells.append((i, n))
-        if cell.cell_type == "code":
+        if cell.cell_type == "code" and "remove-output" not in cell.metadata.get("tags", []):   # what a reader sees
             wide += [(i, len(line)) for line in output_lines(cell) if len(line) > MAX_OUTPUT_CHARS]
     return {"chapter": path.stem, "main_words": words["main"], "deep_words": words["deep"],
             "exercise_words": words["exercises"], "visible_code_lines": code_lines, "long_cells": long_cells,
