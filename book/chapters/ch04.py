@@ -212,7 +212,7 @@ def live_read_twice(model, tok, line: str = "Sweet are the uses of adversity"):
         fig, ax = new_figure(figsize=(side, side))
         heatmap(shown["weights"], chars, chars[-1:] + chars[:-1], ax=ax, vmin=0, vmax=1, annotate=False,
                 xlabel="key: first copy", ylabel="query: second copy")
-        picture.value = frame_html(to_png(fig, dpi=100), display_width(fig), alt_text(fig))
+        picture.value = frame_html(to_png(fig, palette=True), display_width(fig), alt_text(fig))
         out.value = _read_twice_html(shown)
 
     box.observe(draw, names="value")

@@ -134,7 +134,7 @@ def check_and_glue_five_ways(acc: dict, unsolved: dict, table_rows: dict) -> Non
     """The five-ways comparison's claims (asserted) and its numbers glued for the prose."""
     from ..utils import claim, glue
 
-    assert acc["learned (16 rows)"][1] is None                            # cannot even run beyond its table
+    claim(acc["learned (16 rows)"][1] is None, "learned (16 rows) cannot run beyond its table")
     claim(acc["no positions"][0] < 0.6, f"no positions: a coin flip, {acc['no positions'][0]:.3f}")
     for name in ("sinusoidal", "learned (16 rows)", "learned (64 rows)", "RoPE"):   # every signal solves it in length
         claim(acc[name][0] > 0.9, f"{name} solves the task in length: {acc[name][0]:.3f}")
@@ -282,14 +282,17 @@ def check_and_glue_copy_back(rec: dict) -> None:
     """The recorded copy-back claims (asserted) and the table's numbers glued, with each rate chosen and whether it
     sat at the top of the sweep."""
     from ..results import seed_span
-    from ..utils import glue
+    from ..utils import claim, glue
 
     per_seed, schemes = rec["per_seed"], rec["schemes"]
-    assert all(per_seed[s, "1-16"].min() > 0.85 for s in schemes)                # every seed learns the training range
-    assert per_seed["rope", "25-32"].max() < 0.1 and per_seed["rope", "33-48"].max() < 0.1      # chance: 1/16
-    assert per_seed["alibi", "33-48"].max() < 0.05 and (per_seed["alibi", "33-48"] < per_seed["alibi", "17-24"]).all()
-    assert all(per_seed["sinusoidal", "33-48"].min() > per_seed[s, "33-48"].max() for s in ("rope", "alibi"))
-    assert per_seed["sinusoidal", "33-48"].min() < per_seed["learned", "33-48"].max()      # no win over learned
+    claim(all(per_seed[s, "1-16"].min() > 0.85 for s in schemes), "every seed learns the training range")
+    claim(per_seed["rope", "25-32"].max() < 0.1 and per_seed["rope", "33-48"].max() < 0.1, "RoPE at chance beyond 24")
+    far, near = per_seed["alibi", "33-48"], per_seed["alibi", "17-24"]
+    claim(far.max() < 0.05 and bool((far < near).all()), "ALiBi collapses beyond 32 on every seed")
+    claim(all(per_seed["sinusoidal", "33-48"].min() > per_seed[s, "33-48"].max() for s in ("rope", "alibi")),
+          "sinusoidal ahead of RoPE and ALiBi beyond 32 on every seed")
+    claim(per_seed["sinusoidal", "33-48"].min() < per_seed["learned", "33-48"].max(),
+          "no win of sinusoidal over learned")
     for s in schemes:
         for n in rec["ranges"]:
             glue(f"ch5_copy_{s}_{n.replace('-', '_')}", seed_span(per_seed[s, n].tolist(), "{:.2f}"))

@@ -14,7 +14,7 @@ from ..kv_cache import kv_cache_bytes
 from ..results import _read_json
 
 __all__ = ["draw_gpt_stack", "check_kv_cache_bytes", "check_top_p", "leaderboard_bpc", "samples_by_loss",
-           "samples_html", "real_word_share", "glue_samples_by_loss"]
+           "samples_html", "real_word_share", "glue_samples_by_loss", "check_and_glue_live_place"]
 
 
 def draw_gpt_stack():
@@ -168,10 +168,9 @@ def real_word_share(texts, known_words) -> float:
     return sum(w in known_words or w.lower() in known_words for w in words) / len(words)
 
 
-def glue_samples_by_loss(levels: list, prov: dict, known_words, live_bpc: Optional[float] = None) -> dict:
+def glue_samples_by_loss(levels: list, prov: dict, known_words) -> dict:
     """Glue the samples-by-loss record for the prose: each reached level's bits/char, step, minutes and share of real
-    words; the levels not reached; the run's model and length; and, given the chapter's live model's bits/char,
-    where it sits among the rows ("between the rows at 2.49 and 2.20"). Returns {level: share of real words}."""
+    words; the levels not reached; the run's model and length. Returns {level: share of real words}."""
     import re
 
     from ..utils import glue
@@ -192,10 +191,20 @@ def glue_samples_by_loss(levels: list, prov: dict, known_words, live_bpc: Option
     for k, v in recipe.items():
         glue(f"ch7_sbl_{k}", f"{int(v):,}")
     glue("ch7_sbl_train_min", f"{prov['train_s'] / 60:.0f}")
-    if live_bpc is not None:
-        reached = [lv["val_bpc"] for lv in levels if lv["reached"]]
-        worse, better = [v for v in reached if v > live_bpc], [v for v in reached if v <= live_bpc]
-        place = (f"between the rows at {min(worse):.2f} and {max(better):.2f}" if worse and better else
-                 "above every row" if not worse else "below every row")
-        glue("ch7_sbl_live_place", place)
     return shares
+
+
+def check_and_glue_live_place(levels: list, live_bpc: float) -> str:
+    """Where the chapter's live model sits among the recorded levels ("between the rows at 2.49 and 2.20"), asserted
+    to lie inside them (not in a smoke run, whose model is untrained) and glued; returns the words."""
+    from ..utils import claim, glue
+
+    reached = [lv["val_bpc"] for lv in levels if lv["reached"]]
+    worse, better = [v for v in reached if v > live_bpc], [v for v in reached if v <= live_bpc]
+    place = (f"between the rows at {min(worse):.2f} and {max(better):.2f}" if worse and better else
+             "above every row" if not worse else "below every row")
+    print(f"the live model: {live_bpc:.3f} bits/char, {place}")
+    claim(bool(worse and better), f"the live model ({live_bpc:.3f} bits/char) should sit inside the recorded "
+          f"levels {reached}: {place}")
+    glue("ch7_sbl_live_place", place, tol="any")      # its words: which rows its trained bits/char fall between
+    return place

@@ -295,7 +295,7 @@ def live_translator(model: Transformer, task, sentence: str = "shy owl sees big 
                                       min(6.0, 1.6 + 0.4 * len(shown["output"]))))
         heatmap(w, shown["source"], shown["output"], ax=ax, vmin=0, vmax=1, xlabel="source word",
                 ylabel="word written", title=f"Cross-attention, layer {layer.value + 1}, head {head.value + 1}")
-        picture.value = frame_html(to_png(fig, dpi=100), display_width(fig), alt_text(fig))
+        picture.value = frame_html(to_png(fig, palette=True), display_width(fig), alt_text(fig))
 
     def translate(_=None):
         words, _skipped = _source_words(task, box.value)
