@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Copy the token k back: which position scheme still finds it when k grows beyond training? Chapter 5.
 
-    python benchmarks/copy_back.py            # the recorded result (about 5 minutes on one idle thread)
+    python benchmarks/copy_back.py            # the recorded result (about 12 minutes on one idle thread)
     python benchmarks/copy_back.py --quick    # a smoke test of the harness, writes nothing
 
 The task (book.tasks.copy_back_batch): 4 random letters, then k - 1 dots, then "?"; the answer at "?" is the
@@ -60,7 +60,7 @@ def accuracy(model: CopyBackModel, k: int, n: int, seed: int) -> float:
 def main(argv=None) -> None:
     p = parser(__doc__, RESULTS)
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    p.add_argument("--lrs", type=float, nargs="+", default=[1e-3, 3e-3, 1e-2])
+    p.add_argument("--lrs", type=float, nargs="+", default=[1e-3, 3e-3, 1e-2, 3e-2, 1e-1])
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--n-eval", type=int, default=500, help="test sequences per k")
     p.add_argument("--max-k", type=int, default=48)

@@ -30,7 +30,7 @@ from typing import Optional, Union
 import torch
 from torch import nn
 
-from .checks import non_negative_int, one_of, positive_int, tensor_dims, token_ids
+from .checks import non_negative_int, one_of, positive_int, positive_number, tensor_dims, token_ids
 
 __all__ = [
     "pair_frequencies",
@@ -72,9 +72,11 @@ def pair_frequencies(dim: int, base: float = 10000.0) -> torch.Tensor:
     return base ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
 
 
-def _angles(start: int, T: int, dim: int, base: float) -> torch.Tensor:
-    """Angles pos * theta_i for pos = start .. start+T-1, shape (T, dim/2), float64 for accuracy."""
+def _angles(start: int, T: int, dim: int, base: float, interpolation: float = 1.0) -> torch.Tensor:
+    """Angles (pos / interpolation) * theta_i for pos = start .. start+T-1, shape (T, dim/2), float64 for accuracy."""
     pos = torch.arange(start, start + T, dtype=torch.float64)
+    if interpolation != 1.0:
+        pos = pos / interpolation
     return pos[:, None] * pair_frequencies(dim, base)[None, :]
 
 
@@ -158,16 +160,29 @@ class RotaryEmbedding(nn.Module):
     token at time t rotated as position offset + t (offset = number of cached tokens when decoding
     with a KV cache). Use it on q and k, never on v. `context_len` sizes the cos/sin cache only;
     positions beyond it are computed from the formula.
+
+    `interpolation` s > 0 is position interpolation (Chen et al. 2023): token t is rotated as position t / s, so
+    a model trained on L positions reads s * L of them at angles it saw in training (s = new length / trained
+    length). s = 1 is plain RoPE. `set_interpolation(s)` changes it on a trained model.
     """
 
-    def __init__(self, d_head: int, context_len: int = 4096, base: float = 10000.0):
+    def __init__(self, d_head: int, context_len: int = 4096, base: float = 10000.0, interpolation: float = 1.0):
         super().__init__()
         _check_even(d_head, "d_head")
         _count(context_len=context_len)
         self.d_head, self.context_len, self.base = d_head, context_len, base
-        ang = _angles(0, context_len, d_head, base)  # (context_len, D/2)
-        self.register_buffer("cos", ang.cos().float(), persistent=False)
-        self.register_buffer("sin", ang.sin().float(), persistent=False)
+        self.register_buffer("cos", torch.empty(0), persistent=False)
+        self.register_buffer("sin", torch.empty(0), persistent=False)
+        self.set_interpolation(interpolation)
+
+    def set_interpolation(self, interpolation: float) -> "RotaryEmbedding":
+        """Rotate token t as position t / interpolation from now on (1 = plain RoPE); returns self."""
+        positive_number(interpolation=interpolation)
+        self.interpolation = float(interpolation)
+        ang = _angles(0, self.context_len, self.d_head, self.base, self.interpolation)  # (context_len, D/2)
+        device = self.cos.device
+        self.cos, self.sin = ang.cos().float().to(device), ang.sin().float().to(device)
+        return self
 
     def cos_sin(self, T: int, offset: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
         """cos and sin of the angles of positions offset .. offset+T-1, each (T, D/2)."""
@@ -175,7 +190,7 @@ class RotaryEmbedding(nn.Module):
             raise ValueError(f"offset must be >= 0, got {offset}")
         if offset + T <= self.context_len:
             return self.cos[offset : offset + T], self.sin[offset : offset + T]
-        ang = _angles(offset, T, self.d_head, self.base).to(self.cos.device)
+        ang = _angles(offset, T, self.d_head, self.base, self.interpolation).to(self.cos.device)
         return ang.cos().float(), ang.sin().float()
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:

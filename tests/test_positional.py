@@ -139,6 +139,28 @@ def test_rotary_offset_is_kv_cache_consistent_and_extends_past_max_len():
     torch.testing.assert_close(full, big(x))
 
 
+def test_rotary_interpolation_rotates_token_t_as_position_t_over_s():
+    """Position interpolation: with s = 2.5, token 5t gets plain RoPE's rotation of position 2t, in the cache and
+    beyond it; set_interpolation(1) gives plain RoPE back, bit for bit."""
+    x = torch.randn(1, 1, 40, D)
+    plain, pi = RotaryEmbedding(D, context_len=8), RotaryEmbedding(D, context_len=8, interpolation=2.5)
+    by_plain = torch.cat([plain(x[:, :, t:t + 1], offset=2 * t // 5) for t in range(0, 40, 5)], 2)
+    torch.testing.assert_close(pi(x)[:, :, ::5], by_plain)
+    q, k = torch.randn(1, 1, 1, D), torch.randn(1, 1, 1, D)
+    score = lambda r, m, n: (r(q, offset=m) * r(k, offset=n)).sum().item()
+    assert abs(score(pi, 3, 3 + 25) - score(plain, 3, 3 + 10)) < 1e-4      # distance 25 reads as distance 10
+    assert torch.equal(pi.set_interpolation(1)(x), plain(x))
+    assert pi.interpolation == 1.0
+
+
+@pytest.mark.parametrize("bad", [0, -2.0, float("nan"), float("inf"), "2", True])
+def test_rotary_interpolation_errors(bad):
+    with pytest.raises(ValueError, match="interpolation must be"):
+        RotaryEmbedding(D, interpolation=bad)
+    with pytest.raises(ValueError, match="interpolation must be"):
+        RotaryEmbedding(D).set_interpolation(bad)
+
+
 def test_rotary_errors():
     with pytest.raises(ValueError, match="d_head must be a positive even int"):
         RotaryEmbedding(5)

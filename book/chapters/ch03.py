@@ -25,9 +25,9 @@ def _bidirectional_row(d: Diagram, xs, y_tok: float, y_h: float, y_cat: float) -
         d.box(x, y_cat, f"$h_{i + 1}$", role="memory", w=1.3, h=0.6)
         d.arrow((x - 0.42, y_h + 0.35), (x - 0.3, y_cat - 0.3), color=rnn)     # concatenated
         d.arrow((x + 0.42, y_h + 0.35), (x + 0.3, y_cat - 0.3), color=rnn)
-        if i:
-            d.arrow((xs[i - 1] + 0.84, y_h + 0.15), (x - 0.84, y_h + 0.15), color=rnn)   # forward: left to right
-            d.arrow((x - 0.84, y_h - 0.15), (xs[i - 1] + 0.84, y_h - 0.15), color=rnn)   # backward: right to left
+        if i:   # each chain joins its own boxes: over the top from forward to forward, under from backward to backward
+            d.arrow((xs[i - 1] - 0.3, y_h + 0.35), (x - 0.54, y_h + 0.35), color=rnn, curve=-0.35)   # left to right
+            d.arrow((x + 0.3, y_h - 0.35), (xs[i - 1] + 0.54, y_h - 0.35), color=rnn, curve=-0.35)   # right to left
 
 
 def draw_bahdanau_attention():
@@ -164,13 +164,17 @@ def draw_matched(rec: dict, buckets, mids):
 
     colors = dict(zip(rec["configs"], ["tab:red", "tab:orange", "tab:purple", "tab:blue"]))
     fig, ax = plots.new_figure(figsize=(7.6, 3.4))
-    for c in rec["configs"]:
+    # the plain model last and with markers: the raised models' lines lie almost on it, and at 0 on the long
+    # sentences every plain line lies on the axis, which the lower limit below -0.03 keeps visible
+    order = [c for c in rec["configs"] if c != "plain"] + ["plain"]
+    for z, c in enumerate(order):
         by_bucket = [rec["exact"][c][b] for b in buckets]
         ax.fill_between(mids, [min(v) for v in by_bucket], [max(v) for v in by_bucket], color=colors[c], alpha=0.2)
+        style = dict(marker="o", markersize=3.5, mfc="white") if c == "plain" else {}
         for one_seed in zip(*by_bucket):
-            ax.plot(mids, one_seed, color=colors[c], lw=0.9)
-        ax.plot([], [], color=colors[c], label=f"{c} ({rec['params'][c]:,} parameters)")
-    ax.set(xlabel="source length (bucket middle)", ylabel="exact match, held-out", ylim=(0, 1.03),
+            ax.plot(mids, one_seed, color=colors[c], lw=0.9, zorder=3 + z, **style)
+        ax.plot([], [], color=colors[c], label=f"{c} ({rec['params'][c]:,} parameters)", **style)
+    ax.set(xlabel="source length (bucket middle)", ylabel="exact match, held-out", ylim=(-0.03, 1.03),
            title=f"{len(rec['run']['seeds'])} seeds each (recorded)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1))

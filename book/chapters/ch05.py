@@ -14,7 +14,9 @@ from ..tasks import _BITES, _N_NOUNS
 __all__ = ["sinusoidal_shift_matrix", "rope_rotation_matrix", "check_shift_matrix", "check_rotate_half", "bites_batch",
            "five_ways_table", "check_and_glue_five_ways", "left_over_right", "check_and_glue_delta",
            "check_and_glue_learned_dip", "attention_weights", "check_and_glue_left_weights", "copy_back_record",
-           "print_copy_back", "check_and_glue_copy_back", "check_copy_live", "alibi_letter_weights"]
+           "print_copy_back", "check_and_glue_copy_back", "copy_lr_sentence", "check_copy_live", "alibi_letter_weights",
+           "copy_plot", "interpolation_runs", "print_interpolation", "check_and_glue_interpolation",
+           "draw_interpolation"]
 
 
 def sinusoidal_shift_matrix(k: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
@@ -298,9 +300,51 @@ def check_and_glue_copy_back(rec: dict) -> None:
             glue(f"ch5_copy_{s}_{n.replace('-', '_')}", seed_span(per_seed[s, n].tolist(), "{:.2f}"))
     glue("ch5_copy_alibi_far_best", f"{per_seed['alibi', '33-48'].max():.2f}")
     glue("ch5_copy_wall_min", f"{rec['prov']['wall_s'] / 60:.0f}")
-    top = rec["swept"][-1]
-    glue("ch5_copy_lr", f"{top:g} for all four, the top of the sweep ({', '.join(f'{lr:g}' for lr in rec['swept'])})"
-         if all(lr == top for lr in rec["lr"].values()) else ", ".join(f"{s} {lr:g}" for s, lr in rec["lr"].items()))
+    glue("ch5_copy_lr", copy_lr_sentence(rec))
+    glue("ch5_copy_sweep", ", ".join(f"{lr:g}" for lr in rec["swept"]))
+
+
+def copy_lr_sentence(rec: dict) -> str:
+    """The sentence on the rates chosen, whole: each scheme's rate and whether the sweep brackets it."""
+    names = dict(sinusoidal="sinusoidal", learned="learned", rope="RoPE", alibi="ALiBi")
+    swept, chosen = rec["swept"], rec["lr"]
+    rates = ", ".join(f"{names[s]} {lr:g}" for s, lr in chosen.items())
+    sweep = ", ".join(f"{lr:g}" for lr in swept)
+    edge = [names[s] for s, lr in chosen.items() if lr in (swept[0], swept[-1])]
+    if not edge:
+        return (f"Each scheme's best rate on the training range ({rates}) lies inside the sweep ({sweep}), "
+                "so every optimum is bracketed")
+    return (f"The best rates on the training range are {rates}, of the sweep {sweep}; for {', '.join(edge)} "
+            "the best sits at an edge of the sweep, so that optimum is not bracketed")
+
+
+def copy_plot(rec: dict, live: Optional[dict] = None):
+    """The recorded copy-back curves (mean of the seeds, band from worst to best) at each scheme's chosen rate, and
+    the live run's curves dotted when `live` ({scheme: (k_max,) accuracies}) is given."""
+    from .. import plots
+
+    colors = dict(sinusoidal="tab:blue", learned="tab:green", rope="tab:red", alibi="tab:purple")
+    curve, ks = rec["curve"], torch.arange(1, rec["k_max"] + 1)
+    means = lambda c: ", ".join(f"{c[lo - 1:hi].mean().item():.2f} for k {n}" for n, (lo, hi) in rec["ranges"].items())
+    alt = ("Copy k back, accuracy against k; each scheme's mean of the recorded seeds with a band from worst to best "
+           "seed: " + "; ".join(f"{s} {means(curve[s].mean(0))}" for s in rec["schemes"]) + ". "
+           + ("Dotted: the live run (seed 0, 400 steps): " + "; ".join(f"{s} {means(live[s])}" for s in live) + ". "
+              if live is not None else "")
+           + "A dashed line after k = 16, the largest k in training; a grey line at chance, 1 in 16.")
+    fig, ax = plots.new_figure(figsize=(7.5, 3.4), alt=alt)
+    for s in rec["schemes"]:
+        ax.fill_between(ks, curve[s].min(0).values, curve[s].max(0).values, color=colors[s], alpha=0.2, lw=0)
+        ax.plot(ks, curve[s].mean(0), color=colors[s], label=f"{s} (lr {rec['lr'][s]:g})")
+        if live is not None:
+            ax.plot(ks, live[s], color=colors[s], ls=":", lw=1.2)
+    if live is not None:
+        ax.plot([], [], color="0.3", ls=":", label="live run (seed 0)")
+    ax.axvline(16.5, color="0.4", ls="--", label="largest k in training")
+    ax.axhline(1 / 16, color="0.6", lw=0.6)
+    ax.set(xlabel="k (distance to the letter to copy)", ylabel="accuracy", ylim=(-0.02, 1.02),
+           title=f"Copy k back: mean of {curve[rec['schemes'][0]].shape[0]} seeds, band from worst to best seed")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return fig
 
 
 def check_copy_live(live: dict, ranges: dict) -> None:
@@ -339,3 +383,151 @@ def alibi_letter_weights(model, device=None) -> dict:
     claim(on_letters[40][0] < 0.5 * on_letters[8][0] and on_letters[40][-1] > 0.8,
           f"the steep head loses the letters far back, the flattest keeps them: {on_letters}")
     return on_letters
+
+
+PI_ARMS = {"plain": "RoPE as trained", "pi": "interpolated, no training", "pi_ft": "interpolated + fine-tune",
+           "direct_ft": "not interpolated + fine-tune"}
+
+
+def _copy_fine_tune(model, steps: int, lr: float, seed: int, length: int, k_max: int, device=None):
+    """`steps` Adam steps (batches of 64, constant rate) on copy-k-back with k uniform in 1..k_max, `length` tokens."""
+    import torch.nn.functional as F
+
+    from ..optim import build_optimizer
+    from ..tasks import copy_back_batch
+    from ..train import fit
+
+    gen = torch.Generator().manual_seed(seed)
+
+    def batch():
+        x, y, _ = copy_back_batch(64, length, torch.randint(1, k_max + 1, (64,), generator=gen), generator=gen)
+        return x.to(device), y.to(device)
+    fit(model.train(), batch, loss_fn=lambda m, b: F.cross_entropy(m(b[0]), b[1]), steps=steps, schedule="constant",
+        optimizer=build_optimizer(model, "adam", lr=lr), progress=False)
+    return model.eval()
+
+
+@torch.no_grad()
+def _copy_curve(model, k_max: int, n: int, seed0: int, device=None) -> torch.Tensor:
+    """Accuracy at k = 1..k_max, n sequences each of max(20, k + 4) tokens (generator seed seed0 + k)."""
+    from ..tasks import copy_back_batch
+
+    out = []
+    for k in range(1, k_max + 1):
+        x, y, _ = copy_back_batch(n, max(20, k + 4), k, generator=torch.Generator().manual_seed(seed0 + k))
+        out.append((model(x.to(device)).argmax(-1).cpu() == y).float().mean().item())
+    return torch.tensor(out)
+
+
+def interpolation_runs(train_copy: Callable, trained: dict, seeds=(0, 1, 2), trained_len: int = 20,
+                       k_max: int = 48, steps: int = 50, lrs=(1e-3, 3e-3, 1e-2, 3e-2), device=None) -> dict:
+    """Position interpolation on the copy-k-back RoPE model, per seed: as trained; with every position divided by
+    s = (k_max + 4) / trained_len and no training; and `steps` fine-tuning steps on sequences of k_max + 4 tokens
+    (k uniform in 1..k_max), with and without interpolation. Each fine-tuned arm gets the same sweep over `lrs` and
+    keeps the rate with the best mean accuracy on held-out sequences (k 1..k_max, other data than the test).
+    `train_copy(scheme, seed)` trains a fresh copy model; `trained` maps seeds already trained to their model.
+    Returns {"s", "lrs", "lr": {arm: rate}, "curve": {arm: (seeds, k_max) test accuracy}}."""
+    import copy
+
+    positive_int(trained_len=trained_len, k_max=k_max, steps=steps)
+    if not seeds or not lrs:
+        raise ValueError(f"seeds and lrs must be non-empty, got seeds={seeds!r}, lrs={lrs!r}")
+    length = k_max + 4
+    s = length / trained_len
+    models = {seed: trained[seed] if seed in trained else train_copy("rope", seed=seed) for seed in seeds}
+    test = lambda m: _copy_curve(m, k_max, 300, 0, device)              # the chapter's test sequences (seed k)
+
+    def interpolated(m):
+        m = copy.deepcopy(m)
+        m.rope.set_interpolation(s)
+        return m
+    curve = {"plain": torch.stack([test(models[seed]) for seed in seeds]),
+             "pi": torch.stack([test(interpolated(models[seed])) for seed in seeds])}
+    chosen = {}
+    for arm, start in (("pi_ft", interpolated), ("direct_ft", copy.deepcopy)):
+        tuned = {lr: [_copy_fine_tune(start(models[seed]), steps, lr, 100 + seed, length, k_max, device)
+                      for seed in seeds] for lr in lrs}
+        held_out = {lr: sum(_copy_curve(m, k_max, 100, 20_000, device).mean().item() for m in ms)
+                    for lr, ms in tuned.items()}
+        chosen[arm] = max(held_out, key=held_out.get)
+        curve[arm] = torch.stack([test(m) for m in tuned[chosen[arm]]])
+    return {"s": s, "lrs": tuple(lrs), "lr": chosen, "curve": curve, "seeds": tuple(seeds), "trained_len": trained_len}
+
+
+def _pi_span(res: dict, arm: str, lo: int, hi: int) -> list:
+    return res["curve"][arm][:, lo - 1:hi].mean(1).tolist()
+
+
+def print_interpolation(res: dict) -> None:
+    from ..results import seed_span
+
+    k_max = res["curve"]["plain"].shape[1]
+    print(f"RoPE copy model, seeds {list(res['seeds'])}: accuracy, mean (worst-best seed); s = {res['s']:.2f}")
+    print(f"{'':38s} {'k 1-16':>17s} {'k 17-' + str(k_max):>17s}")
+    for arm, label in PI_ARMS.items():
+        lr = f" (lr {res['lr'][arm]:g})" if arm in res["lr"] else ""
+        print(f"{label + lr:38s} " + " ".join(f"{seed_span(_pi_span(res, arm, lo, hi), '{:.2f}'):>17s}"
+                                             for lo, hi in ((1, 16), (17, k_max))))
+
+
+def check_and_glue_interpolation(res: dict) -> None:
+    """Position interpolation's claims, asserted on every seed, and its numbers glued (seed spans)."""
+    from ..results import seed_span
+    from ..utils import claim, glue
+
+    k_max = res["curve"]["plain"].shape[1]
+    inside = {arm: _pi_span(res, arm, 1, 16) for arm in PI_ARMS}
+    beyond = {arm: _pi_span(res, arm, 17, k_max) for arm in PI_ARMS}
+    claim(min(beyond["pi"]) > max(beyond["plain"]) + 0.3,
+          f"interpolation alone lifts every seed beyond the trained distances: {beyond}")
+    claim(max(inside["pi"]) < min(inside["plain"]) - 0.05,
+          f"and costs every seed some accuracy inside them: {inside}")
+    claim(min(inside["pi_ft"]) > max(inside["pi"]),
+          f"fine-tuning with interpolation wins back accuracy inside the trained distances: {inside}")
+    claim(min(beyond["pi_ft"]) > max(beyond["direct_ft"]) + 0.1,
+          f"after the same fine-tuning, interpolation wins beyond on every seed: {beyond}")
+    reach = 16 * res["s"]                    # k / s <= 16: a distance the model was trained to answer
+    near = res["curve"]["pi"][:, 16:int(reach) - 1].mean(1)     # k = 17 .. reach - 1
+    far = res["curve"]["pi"][:, int(reach) + 2:].mean(1)        # k = reach + 3 .. k_max
+    claim(bool((near > 0.7).all() and (far < 0.5).all()),
+          f"interpolated without training: holds up to k = 16 s = {reach:.1f}, falls beyond: {near}, {far}")
+    glue("ch5_pi_reach", f"{reach:.0f}")
+    for arm in ("pi_ft", "direct_ft"):
+        claim(res["lr"][arm] not in (res["lrs"][0], res["lrs"][-1]),
+              f"{arm}: its best rate {res['lr'][arm]:g} is inside the sweep {res['lrs']}")
+    for arm in PI_ARMS:
+        glue(f"ch5_pi_{arm}_in", seed_span(inside[arm], "{:.2f}"), spread="glue_spread", margin=2)
+        glue(f"ch5_pi_{arm}_beyond", seed_span(beyond[arm], "{:.2f}"), spread="glue_spread", margin=2)
+    glue("ch5_pi_s", f"{res['s']:.1f}")
+    glue("ch5_pi_len", f"{res['trained_len'] * res['s']:.0f}")
+    glue("ch5_pi_lrs", ", ".join(f"{lr:g}" for lr in res["lrs"]))
+
+
+def draw_interpolation(res: dict):
+    """Accuracy against k for the four arms: the mean over seeds, with a band from the worst to the best seed."""
+    from .. import plots
+
+    k_max = res["curve"]["plain"].shape[1]
+    ks = torch.arange(1, k_max + 1)
+    reach = 16 * res["s"]
+    fig, ax = plots.new_figure(figsize=(7.5, 3.2), alt=(
+        "Copy k back with the RoPE model: accuracy against k, mean of the seeds with a band from worst to best, for "
+        "four versions: " + "; ".join(f"{label} {res['curve'][arm][:, :16].mean():.2f} for k up to 16 and "
+                                      f"{res['curve'][arm][:, 16:].mean():.2f} beyond"
+                                      for arm, label in PI_ARMS.items())
+        + f". A dashed line after k = 16, the largest k in training; a dotted one at 16 s = {reach:.1f}, where the "
+        "interpolated model without training falls."))
+    styles = {"plain": dict(color="tab:red"), "pi": dict(color="tab:orange", ls="--"),
+              "pi_ft": dict(color="tab:green"), "direct_ft": dict(color="0.4", ls=":")}
+    for arm, label in PI_ARMS.items():
+        c = res["curve"][arm]
+        ax.fill_between(ks, c.min(0).values, c.max(0).values, color=styles[arm]["color"], alpha=0.15, lw=0)
+        ax.plot(ks, c.mean(0), label=label, **styles[arm])
+    ax.axvline(16.5, color="0.5", ls="--", lw=0.8)
+    ax.axvline(reach, color="tab:orange", ls=":", lw=0.8)
+    ax.text(reach, 0.5, " 16 × s", color="tab:orange", fontsize=7)
+    ax.axhline(1 / 16, color="0.6", lw=0.6)
+    ax.set(xlabel="k (distance to the letter to copy)", ylabel="accuracy", ylim=(-0.02, 1.02),
+           title=f"RoPE with position interpolation: mean of {len(res['seeds'])} seeds, band worst to best")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return fig
