@@ -1,5 +1,6 @@
-"""Chapter 4, self-attention: the Q/K/V drawing, the CPU memory peak it measures, the attention exercise checker, and
-the live section (a typed line read twice by the trained layer: exported for the website, a widget in a kernel).
+"""Chapter 4, self-attention: the Q/K/V drawing, the CPU memory peak it measures, the attention exercise checker,
+the live section (a typed line read twice by the trained layer: exported for the website, a widget in a kernel), and
+the measurements' plumbing (recorded tables read and printed, claims asserted, figures drawn, numbers glued).
 """
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from ..checks import returned
 from ..diagrams import Diagram
 
 __all__ = ["draw_qkv_flow", "check_attention", "peak_cpu_memory", "read_twice", "export_read_twice",
-           "load_read_twice", "live_read_twice", "MAX_LINE"]
+           "load_read_twice", "live_read_twice", "MAX_LINE", "plain_log_ticks", "draw_two_threads",
+           "check_and_glue_read_twice", "ScaleRecord", "check_and_glue_scale", "check_and_glue_scale_live",
+           "draw_scale_curves", "RECALL_NAMES", "recall_record", "check_recall_live", "draw_recall"]
 
 
 def draw_qkv_flow() -> Figure:
@@ -220,3 +223,291 @@ def live_read_twice(model, tok, line: str = "Sweet are the uses of adversity"):
     section = widgets.VBox([box, out, picture])
     section.draw = draw
     return section
+
+
+# ---- the chapter's recorded measurements, read, printed, checked, drawn and glued: plumbing out of the reader's cells
+
+def plain_log_ticks(ax, values) -> None:
+    """A log x-axis labelled with the measured values in full (64, 128, ...), without crowded minor labels."""
+    from matplotlib.ticker import NullLocator
+
+    ax.set_xticks(values, [str(v) for v in values])
+    ax.xaxis.set_minor_locator(NullLocator())
+
+
+def _mean(xs) -> float:
+    xs = list(xs)
+    return sum(xs) / len(xs)
+
+
+def _glue_spread(name: str, values) -> None:
+    """Glue the mean over the seeds with the lowest and highest, '0.25 (0.24–0.27)'; one value in the brackets when
+    every seed shows alike, '1.00 (1.00)' (book.results.seed_span)."""
+    from ..results import seed_span
+    from ..utils import glue
+
+    glue(name, seed_span(values, "{:.2f}"))
+
+
+def draw_two_threads() -> Figure:
+    """benchmarks/parallel_threads.py's record: each model's time with two threads over its time with one (paired by
+    repeat), printed and drawn (median, min-max over the repeats), its numbers and the sentence that reads them
+    glued."""
+    from matplotlib.ticker import LogLocator, NullFormatter
+
+    from ..plots import new_figure
+    from ..results import provenance, read_rows
+    from ..utils import glue
+
+    rows, run = read_rows("parallel_threads"), provenance("parallel_threads")
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    lengths = sorted({int(r["T"]) for r in rows if r["device"] == "cpu"})
+
+    def two_over_one(model, T):
+        reading = {(int(r["threads"]), int(r["repeat"])): float(r["seconds"]) for r in rows
+                   if r["device"] == "cpu" and r["model"] == model and int(r["T"]) == T}
+        return sorted(reading[2, k] / reading[1, k] for t, k in reading if t == 1)
+
+    par = {m: {T: two_over_one(m, T) for T in lengths} for m in models}
+    mid = lambda v: v[len(v) // 2]                       # the median of an odd number of repeats
+    repeats = len(par[models[0]][lengths[0]])
+    print(f"recorded by {run['script']}, {repeats} repeats, {run['wall_s']:.0f} s, {run['date'][:10]}")
+    print(f"on {run['cpu']} ({run['cores_available']} cores)")
+    print("time with 2 threads / time with 1 (median, min-max over repeats)")
+    for m in models:
+        print(f"{m:10s} | " + " | ".join(f"T = {T}: {mid(v):.2f} ({v[0]:.2f}-{v[-1]:.2f})" for T, v in par[m].items()))
+    fig, ax = new_figure(figsize=(6.4, 3.4))
+    for k, m in enumerate(models):
+        xs = [T * 1.04 ** (k - 1.5) for T in lengths]     # side by side, so the bars do not hide each other
+        med = [mid(par[m][T]) for T in lengths]
+        ax.errorbar(xs, med, yerr=[[a - par[m][T][0] for a, T in zip(med, lengths)],
+                                   [par[m][T][-1] - a for a, T in zip(med, lengths)]], marker="o", capsize=3, label=m)
+    ax.axhline(1.0, color="0.4", lw=0.8, ls="--")
+    ax.axhline(0.5, color="0.4", lw=0.8, ls=":")
+    ax.set(xscale="log", yscale="log", xlabel="sequence length T", ylabel="time with 2 threads / with 1",
+           title="What a second core buys (recorded)")
+    plain_log_ticks(ax, lengths)
+    ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))     # a ratio: halving and doubling equally far from 1
+    ax.yaxis.set_major_formatter("{x:g}")
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.legend(fontsize=8)
+    T_big = lengths[-1]
+    glue("ch4_par_T", T_big)
+    glue("ch4_par_repeats", len(par[models[0]][T_big]))
+    glue("ch4_par_cpu", run["cpu"])
+    glue("ch4_par_wall", f"{run['wall_s']:.0f}")
+    for m, name in zip(models, ["loop", "nnrnn", "attn", "fused"]):
+        glue(f"ch4_par_{name}", f"{mid(par[m][T_big]):.2f}")   # recorded: the same on every machine
+    gain = {m: mid(par[m][T_big]) for m in models}
+    load, cores = run["load_average"][0], run["cores_available"]
+    if gain["attention"] < 0.8 and gain["RNN loop"] > 0.9:                 # what the recording shows, in words
+        reading = ("Attention's wide products split over the two cores; the Python loop's T small steps cannot, "
+                   "because each waits for the one before.")
+        if gain["nn.RNN"] < 0.9:
+            reading += (" What nn.RNN gained comes from its input products, which it computes for all T steps at "
+                        "once before its loop.")
+    elif load > cores + 0.5:                                               # other programs held the cores
+        reading = (f"This recording does not show that split: it was made while other programs kept the machine "
+                   f"busy (load average {load:.1f} on {cores} cores), so a second thread found no free core to run "
+                   "on. The counted halves above are the law; rerun python benchmarks/parallel_threads.py on an idle "
+                   "machine to see it in seconds.")
+    else:
+        reading = ("This recording does not show a second core helping attention more than the recurrence: at these "
+                   "sizes the split did not pay on this machine. The counted halves above are the law.")
+    glue("ch4_par_reading", reading)
+    return fig
+
+
+def check_and_glue_read_twice(seconds: float, copy_acc: float, weight: float, argmax: float) -> None:
+    """The trained reader on unseen text: printed, its claim checked, its numbers glued (tolerances from the seeds)."""
+    from ..utils import claim, glue
+
+    print(f"trained {seconds:.1f} s; second copy, unseen text: {copy_acc:.0%} of characters right")
+    print(f"on the key after the twin: {weight:.0%} of the weight; the largest weight in {argmax:.0%} of rows")
+    claim(copy_acc > 0.8 and weight > 0.6 and argmax > 0.8,
+          f"the layer should find its place in the first copy: accuracy {copy_acc:.2f}, weight {weight:.2f}, "
+          f"argmax {argmax:.2f}")
+    glue("ch4_copy_acc", f"{100 * copy_acc:.0f}", tol=8, spread="glue_spread", margin=2)
+    glue("ch4_copy_weight", f"{100 * weight:.0f}", tol=10, spread="glue_spread", margin=2)
+    glue("ch4_copy_argmax", f"{100 * argmax:.0f}", tol=8, spread="glue_spread", margin=2)
+
+
+class ScaleRecord:
+    """benchmarks/attention_scale.py's record: the same one-layer model at d_k = 256 with and without 1/sqrt(d_k),
+    Adam at each of three rates, three seeds, the validation loss every 20 steps. `best[scaled]` is each setting's
+    rate with the lowest mean final loss."""
+
+    def __init__(self):
+        from ..results import provenance, read_rows
+
+        rows, self.prov = read_rows("attention_scale"), provenance("attention_scale")
+        self.seeds = self.prov["seeds"]
+        self.rates = sorted({float(r["lr"]) for r in rows})
+        self.steps = sorted({int(r["step"]) for r in rows})
+        self._values = {}
+        for r in rows:
+            key = (r["scaled"] == "1", float(r["lr"]), int(r["step"]))
+            self._values.setdefault(key, []).append(r)
+        self.best = {scaled: min(self.rates, key=lambda lr: _mean(self.recorded(scaled, lr, self.steps[-1])))
+                     for scaled in (True, False)}
+
+    def recorded(self, scaled: bool, lr: float, step: int, field: str = "val_loss") -> list:
+        """One value per seed."""
+        return [float(r[field]) for r in self._values.get((scaled, lr, step), [])]
+
+    def steps_to(self, scaled: bool, nats: float = 1.0) -> list:
+        """Each seed's first recorded step below `nats` at the setting's best rate (None: never)."""
+        curves = zip(*(self.recorded(scaled, self.best[scaled], s) for s in self.steps))
+        return [next((s for s, v in zip(self.steps, c) if v < nats), None) for c in curves]
+
+
+def check_and_glue_scale(rec: ScaleRecord) -> None:
+    """The recorded scale experiment: its table printed (each rate's mean over the seeds [lowest, highest]), every
+    seed's order asserted, and the prose's numbers glued."""
+    from ..utils import claim, glue
+
+    steps, last = rec.steps, rec.steps[-1]
+    print(f"{'':18s} | entropy at step 0 | loss at step {steps[1]:<5d} | loss at step {last}")
+    for scaled in (True, False):
+        for lr in rec.rates:
+            cols = [rec.recorded(scaled, lr, 0, "entropy"), rec.recorded(scaled, lr, steps[1]),
+                    rec.recorded(scaled, lr, last)]
+            print(f"{'scaled' if scaled else 'unscaled':8s} Adam {lr:<5g}| " + " | ".join(
+                f"{_mean(c):.2f} [{min(c):.2f}, {max(c):.2f}]" for c in cols) + (" <- best" if lr == rec.best[scaled]
+                                                                                   else ""))
+    final = {scaled: rec.recorded(scaled, rec.best[scaled], last) for scaled in (True, False)}
+    claim(max(final[True]) < min(final[False]), f"every seed ends better with the scale: {final}")
+    for scaled, tag in ((True, "scaled"), (False, "raw")):
+        glue(f"ch4_scale_lr_{tag}", f"{rec.best[scaled]:g}")
+        glue(f"ch4_scale_ent_{tag}", f"{_mean(rec.recorded(scaled, rec.best[scaled], 0, 'entropy')):.2f}")
+        glue(f"ch4_scale_steps_{tag}", ", ".join(str(s) for s in rec.steps_to(scaled)))
+        _glue_spread(f"ch4_scale_final_{tag}", final[scaled])
+    _glue_spread("ch4_scale_fast_scaled", rec.recorded(True, rec.rates[-1], last))
+    _glue_spread("ch4_scale_fast_raw", rec.recorded(False, rec.rates[-1], last))
+    glue("ch4_scale_fast_lr", f"{rec.rates[-1]:g}")
+    glue("ch4_scale_minutes", f"{rec.prov['wall_s'] / 60:.0f}")
+
+
+def check_and_glue_scale_live(rec: ScaleRecord, live: dict, steps: int) -> None:
+    """The live run (one seed, `steps` steps, each setting at its recorded best rate) is ahead with the scale, as
+    every recorded seed is at that step; its losses glued."""
+    from ..utils import claim, glue
+
+    gaps = [u - s for s, u in zip(rec.recorded(True, rec.best[True], steps),
+                                  rec.recorded(False, rec.best[False], steps))]
+    claim(min(gaps) > 0 and live[True] < live[False], f"at step {steps} every recorded seed and the live run should "
+          f"be ahead with the scale: recorded gaps {gaps}, live {live[True]:.2f} (scaled) vs {live[False]:.2f}")
+    glue("ch4_scale_live_scaled", f"{live[True]:.2f}", tol=0.3, spread="glue_spread", margin=2)
+    glue("ch4_scale_live_raw", f"{live[False]:.2f}", tol="any")
+
+
+def draw_scale_curves(rec: ScaleRecord, live: dict, steps: int) -> Figure:
+    """One panel per rate: every seed's validation loss, scaled (blue) and unscaled (red), and the live run at
+    `steps` (diamonds) at each setting's best rate."""
+    from ..plots import new_figure
+
+    fig, axes = new_figure(figsize=(9.6, 3.2), ncols=len(rec.rates), sharey=True)
+    for ax, lr in zip(axes, rec.rates):                    # the same rates and seeds for both settings
+        for scaled, color in ((True, "C0"), (False, "C3")):
+            for n in range(len(rec.seeds)):
+                ax.plot(rec.steps, [rec.recorded(scaled, lr, s)[n] for s in rec.steps], color=color, lw=1,
+                        label=f"{'scaled' if scaled else 'unscaled'}: each seed" if n == 0 else None)
+            if lr == rec.best[scaled]:
+                ax.plot([steps], [live[scaled]], "D", color=color, mec="black", label="live run" if scaled else None)
+        ax.set(title=f"Adam {lr:g}", xlabel="training step", yscale="log")
+    axes[0].set_ylabel("validation loss (nats)")
+    axes[0].legend(fontsize=7)
+    return fig
+
+
+RECALL_NAMES = {"rnn": "RNN", "lstm": "LSTM", "attention": "attention"}
+
+
+def recall_record() -> dict:
+    """benchmarks/recall_models.py's record: {"distances", "steps", "seeds", "wall_s", "lr": each model's rate with
+    the best mean validation accuracy, "acc": {(model, k): per-seed accuracy at that rate}, "curves": {model: per
+    seed (steps, mean training loss over each 50 steps)}}."""
+    from ..results import provenance, read_rows
+
+    rows, prov = read_rows("recall_models"), provenance("recall_models")
+    acc = {}
+    for r in rows:
+        acc.setdefault((r["model"], float(r["lr"]), int(r["k"])), []).append(float(r["acc"]))   # k = 0: validation
+    rates = sorted({float(r["lr"]) for r in rows})
+    lr = {kind: max(rates, key=lambda x: _mean(acc[kind, x, 0])) for kind in RECALL_NAMES}
+    distances = sorted({int(r["k"]) for r in rows} - {0})
+    curves = {kind: [] for kind in RECALL_NAMES}
+    curve_rows = read_rows("recall_models_curves")
+    for kind in RECALL_NAMES:
+        for seed in prov["seeds"]:
+            run = [r for r in curve_rows if (r["model"], float(r["lr"]), int(r["seed"])) == (kind, lr[kind], seed)]
+            curves[kind].append(([int(r["step"]) for r in run], [float(r["train_loss"]) for r in run]))
+    return {"distances": distances, "steps": prov["args"]["steps"], "seeds": prov["seeds"], "wall_s": prov["wall_s"],
+            "lr": lr, "acc": {(kind, k): acc[kind, lr[kind], k] for kind in RECALL_NAMES for k in distances},
+            "curves": curves}
+
+
+def _far(rec: dict) -> list:
+    return [k for k in rec["distances"] if k >= 16]
+
+
+def check_recall_live(rec: dict, acc_live: dict, seconds: float) -> None:
+    """The live recall run (one seed per model, the recorded steps and rates): printed, and checked to land on the
+    recorded seeds' side of 0.5 far back (k >= 16) for every model, with attention recalling at every distance."""
+    from ..utils import claim
+
+    print(f"live: one seed per model, {rec['steps']} steps each, {seconds:.0f} s in all")
+    print("   k |  RNN | LSTM | attention")
+    for k in rec["distances"]:
+        print(f"{k:4d} | {acc_live['rnn'][k]:.2f} | {acc_live['lstm'][k]:.2f} | {acc_live['attention'][k]:.2f}")
+    far = _far(rec)
+    for kind in RECALL_NAMES:
+        live = _mean(acc_live[kind][k] for k in far)
+        seeds = [_mean(rec["acc"][kind, k][n] for k in far) for n in range(len(rec["seeds"]))]
+        claim(all((a > 0.5) == (live > 0.5) for a in seeds),
+              f"{kind}: mean accuracy at k >= 16, live {live:.2f}, recorded seeds {seeds}")
+    claim(min(acc_live["attention"].values()) > 0.9,
+          f"attention should recall at every distance: {acc_live['attention']}")
+
+
+def draw_recall(rec: dict, acc_live: dict) -> Figure:
+    """Left: accuracy at distance k, each model's recorded mean with its min-max band and the live run's dots (side
+    by side and each its own marker, so none hides another). Right: every recorded seed's training loss. The
+    prose's numbers glued; the RNN's loss never falls below 1 nat (asserted)."""
+    from ..plots import new_figure
+    from ..utils import claim, glue
+
+    distances, n_seeds = rec["distances"], len(rec["seeds"])
+    learned_at = lambda kind, n: next((s for s, v in zip(*rec["curves"][kind][n]) if v < 1.0), None)   # 1 nat
+    fig, (ax, ax2) = new_figure(figsize=(9.6, 3.6), ncols=2)
+    dots = {"rnn": ("s", 0.92, 5), "lstm": ("^", 1.0, 7), "attention": ("o", 1.087, 5)}   # marker, x offset, size
+    for kind, color in zip(RECALL_NAMES, ("C1", "C2", "C0")):
+        name = RECALL_NAMES[kind]
+        runs = [[rec["acc"][kind, k][n] for k in distances] for n in range(n_seeds)]
+        ax.fill_between(distances, [min(c) for c in zip(*runs)], [max(c) for c in zip(*runs)], color=color, alpha=0.25)
+        ax.plot(distances, [_mean(c) for c in zip(*runs)], color=color, label=f"{name}: recorded mean, min-max")
+        marker, shift, size = dots[kind]
+        ax.plot([k * shift for k in distances], [acc_live[kind][k] for k in distances], marker, ms=size, mfc="white",
+                mec=color, mew=1.5, ls="none", zorder=3, label=f"{name}: live")     # hollow, side by side
+        for n in range(n_seeds):
+            ax2.plot(*rec["curves"][kind][n], color=color, lw=1, label=f"{name}: each seed" if n == 0 else None)
+    ax.axhline(1 / 8, color="grey", ls=":", label="chance")
+    ax.set(xscale="log", ylim=(0, 1.08), xlabel="distance k to the digit to recall", ylabel="accuracy",
+           title="Recall at distance k: the same steps for every model")
+    plain_log_ticks(ax, distances)
+    ax.legend(fontsize=7, loc="center right")   # one column: clear of the RNN curve on the left
+    ax2.set(yscale="log", xlabel="training step", ylabel="training loss (nats, recorded)",
+            title="How fast each learns it")
+    ax2.legend(fontsize=7)
+    far = _far(rec)
+    for kind in RECALL_NAMES:
+        glue(f"ch4_recall_lr_{kind}", f"{rec['lr'][kind]:g}")
+        _glue_spread(f"ch4_recall_far_{kind}", [_mean(rec["acc"][kind, k][n] for k in far) for n in range(n_seeds)])
+    _glue_spread("ch4_recall_lstm_256", rec["acc"]["lstm", 256])
+    glue("ch4_recall_attn_min", f"{min(min(rec['acc']['attention', k]) for k in distances):.2f}")
+    glue("ch4_recall_steps", rec["steps"])
+    for kind in ("lstm", "attention"):
+        glue(f"ch4_recall_learned_{kind}", ", ".join(str(learned_at(kind, n)) for n in range(n_seeds)))
+    claim(all(learned_at("rnn", n) is None for n in range(n_seeds)), "the RNN's loss never fell below 1 nat")
+    glue("ch4_recall_minutes", f"{rec['wall_s'] / 60:.0f}")
+    return fig
