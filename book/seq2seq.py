@@ -152,7 +152,8 @@ class Decoder(nn.Module):
         return torch.tanh(self.init_proj(summary))
 
     def step(self, y_prev, s, H, summary, keep_mask, projected_keys=None):
-        """One step: previous token (B,), state (B, Ddec) -> logits (B, V), new state, weights (B, S)|None."""
+        """One step: previous token (B,), state (B, Ddec)
+        -> logits (B, V), new state, weights (B, S) or None."""
         if self.attention is None:
             c, w = summary, None                                  # the fixed-size bottleneck
         else:
