@@ -295,20 +295,37 @@ def _label(artist, k: int, kind: str) -> str:
 
 
 def _line_names(ax, lines) -> list:
-    """A name per line: its legend label; an unlabelled line takes the label of a line of its colour (a legend entry
-    drawn apart, e.g. one label for several seeds' lines) numbered ("RNN #2"), else "line k"."""
+    """A name per line: its legend label; an unlabelled line takes the label of a labelled line drawn alike (a legend
+    entry drawn apart, e.g. one label for several seeds' lines), numbered ("RNN #2"), else "line k". "Alike" is tried
+    from the closest match down: colour, line style, marker and width; then colour, style and marker. Where lines
+    alike carry several labels, the nearest labelled line drawn before it names it. A line that shares only its colour
+    with a label is named as such ("a line coloured like 'RNN' #1"), not as one of that label's lines."""
     from matplotlib.colors import to_hex
-    by_colour = {}
-    for ln in ax.get_lines():
-        if not str(ln.get_label()).startswith("_"):
-            by_colour.setdefault(to_hex(ln.get_color()), str(ln.get_label()))
+
+    keys = (lambda ln: (to_hex(ln.get_color()), ln.get_linestyle(), str(ln.get_marker()), round(ln.get_linewidth(), 2)),
+            lambda ln: (to_hex(ln.get_color()), ln.get_linestyle(), str(ln.get_marker())),
+            lambda ln: to_hex(ln.get_color()))
+    drawn = list(ax.get_lines())
+    labelled = [(i, ln) for i, ln in enumerate(drawn) if not str(ln.get_label()).startswith("_")]
+
+    def base_of(ln):
+        at = next((i for i, d in enumerate(drawn) if d is ln), len(drawn))
+        for n, key in enumerate(keys):
+            alike = [(i, str(d.get_label())) for i, d in labelled if key(d) == key(ln)]
+            if not alike:
+                continue
+            before = [name for i, name in alike if i < at]
+            name = alike[0][1] if len({a for _, a in alike}) == 1 else before[-1] if before else alike[0][1]
+            return name if n < len(keys) - 1 else f"a line coloured like '{name}'"
+        return None
+
     names, seen = [], {}
     for k, ln in enumerate(lines):
         own = str(ln.get_label())
         if not own.startswith("_"):
             names.append(own)
             continue
-        base = by_colour.get(to_hex(ln.get_color()))
+        base = base_of(ln)
         if base is None:
             names.append(_label(ln, k, "line"))
         else:

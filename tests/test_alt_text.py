@@ -75,6 +75,20 @@ def test_line_plot_gives_each_series_start_end_and_extremes():
     assert "'loss' goes from 3 at x=1 to 2 at x=3 (lowest 1.25 at x=2)" in alt
 
 
+def test_unlabelled_seed_lines_are_named_after_the_labelled_line_drawn_alike():
+    """Two groups in one colour, told apart by line style: each seed is named after its own group, never the other
+    (chapter 2's recall plot); a line that shares only the colour is not called one of that label's lines."""
+    fig, ax = plots.new_figure()
+    for style, name in ((":", "LSTM, k uniform"), ("-", "LSTM, curriculum")):
+        for seed in range(3):
+            ax.plot([1, 2], [0.5 + 0.1 * seed, 0.9], style, color="tab:blue", label=name if seed == 0 else None)
+    ax.plot([1.5], [0.2], "o", color="tab:blue")
+    text = alt_text(fig)
+    assert "'LSTM, curriculum #2'" in text and "'LSTM, k uniform #2'" in text
+    assert "LSTM, k uniform #3" not in text and "LSTM, curriculum #3" not in text
+    assert "a line coloured like" in text
+
+
 def test_an_explicit_alt_replaces_the_description_and_a_bad_one_is_refused():
     fig = plots.heatmap(np.eye(2), alt="two tokens, each attending to itself")
     assert alt_text(fig) == "two tokens, each attending to itself"

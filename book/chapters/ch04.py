@@ -18,7 +18,8 @@ from ..diagrams import Diagram
 __all__ = ["draw_qkv_flow", "check_attention", "peak_cpu_memory", "read_twice", "export_read_twice",
            "load_read_twice", "live_read_twice", "MAX_LINE", "plain_log_ticks", "draw_two_threads",
            "check_and_glue_read_twice", "ScaleRecord", "check_and_glue_scale", "check_and_glue_scale_live",
-           "draw_scale_curves", "RECALL_NAMES", "recall_record", "check_recall_live", "draw_recall"]
+           "draw_scale_curves", "RECALL_NAMES", "recall_record", "check_recall_live", "draw_recall",
+           "draw_softmax_stats"]
 
 
 def draw_qkv_flow() -> Figure:
@@ -249,13 +250,35 @@ def _glue_spread(name: str, values) -> None:
     glue(name, seed_span(values, "{:.2f}"))
 
 
+def draw_softmax_stats(dims, stats: dict) -> Figure:
+    """Left: the weights' entropy against d_k, scaled and unscaled. Right: the gradient's norm at the scores and at q,
+    each scaled (dashed, hollow squares) and unscaled (solid, dots), so that a scaled line lying on another shows."""
+    from ..plots import new_figure
+
+    fig, (ax1, ax2) = new_figure(figsize=(8.4, 3.2), ncols=2)
+    style = {True: dict(ls="--", marker="s", mfc="white", ms=5), False: dict(ls="-", marker="o", ms=4)}
+    for scaled in (True, False):
+        name = "scaled" if scaled else "unscaled"
+        ax1.plot(dims, [r["entropy"] for r in stats[scaled]], color="C0" if scaled else "C1", label=name,
+                 **style[scaled])
+        for key, color in (("scores", "C0" if scaled else "C1"), ("q", "C2" if scaled else "C3")):
+            ax2.plot(dims, [r[key] for r in stats[scaled]], color=color, label=f"at {key}, {name}",
+                     zorder=3 if scaled else 2, **style[scaled])
+    ax1.set(xscale="log", xlabel="d_k", ylabel="entropy (nats)", title="Unscaled: one-hot weights")
+    ax2.set(xscale="log", yscale="log", xlabel="d_k", ylabel="gradient norm",
+            title="Less gradient at the scores, more at q")
+    for ax in (ax1, ax2):
+        ax.legend(fontsize=7)
+    return fig
+
+
 def draw_two_threads() -> Figure:
     """benchmarks/parallel_threads.py's record: each model's time with two threads over its time with one (paired by
     repeat), printed and drawn (median, min-max over the repeats), its numbers and the sentence that reads them
     glued."""
     from matplotlib.ticker import LogLocator, NullFormatter
 
-    from ..plots import new_figure
+    from ..plots import _set_alt, new_figure
     from ..results import provenance, read_rows
     from ..utils import glue
 
@@ -291,6 +314,10 @@ def draw_two_threads() -> Figure:
     ax.yaxis.set_major_formatter("{x:g}")
     ax.yaxis.set_minor_formatter(NullFormatter())
     ax.legend(fontsize=8)
+    _set_alt(fig, "Time with two threads over time with one against the sequence length T (log scales), the "
+                     "median over the repeats with its min-max bar: " + "; ".join(
+                         f"{m} " + ", ".join(f"{mid(par[m][T]):.2f} at T = {T}" for T in lengths) for m in models)
+                     + ". A dashed line at 1 (no gain), a dotted one at 0.5 (twice as fast).")
     T_big = lengths[-1]
     glue("ch4_par_T", T_big)
     glue("ch4_par_repeats", len(par[models[0]][T_big]))
@@ -413,7 +440,8 @@ def draw_scale_curves(rec: ScaleRecord, live: dict, steps: int) -> Figure:
                 ax.plot(rec.steps, [rec.recorded(scaled, lr, s)[n] for s in rec.steps], color=color, lw=1,
                         label=f"{'scaled' if scaled else 'unscaled'}: each seed" if n == 0 else None)
             if lr == rec.best[scaled]:
-                ax.plot([steps], [live[scaled]], "D", color=color, mec="black", label="live run" if scaled else None)
+                ax.plot([steps], [live[scaled]], "D", color=color, mec="black",
+                        label=f"live run ({'scaled' if scaled else 'unscaled'})")
         ax.set(title=f"Adam {lr:g}", xlabel="training step", yscale="log")
     axes[0].set_ylabel("validation loss (nats)")
     axes[0].legend(fontsize=7)
@@ -485,7 +513,8 @@ def draw_recall(rec: dict, acc_live: dict) -> Figure:
         name = RECALL_NAMES[kind]
         runs = [[rec["acc"][kind, k][n] for k in distances] for n in range(n_seeds)]
         ax.fill_between(distances, [min(c) for c in zip(*runs)], [max(c) for c in zip(*runs)], color=color, alpha=0.25)
-        ax.plot(distances, [_mean(c) for c in zip(*runs)], color=color, label=f"{name}: recorded mean, min-max")
+        ax.plot(distances, [_mean(c) for c in zip(*runs)], color=color, label=f"{name}: recorded mean, min-max",
+                ls="--" if kind == "attention" else "-")    # dashed: the LSTM's mean shows where both sit at 1
         marker, shift, size = dots[kind]
         ax.plot([k * shift for k in distances], [acc_live[kind][k] for k in distances], marker, ms=size, mfc="white",
                 mec=color, mew=1.5, ls="none", zorder=3, label=f"{name}: live")     # hollow, side by side
