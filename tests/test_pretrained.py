@@ -14,8 +14,8 @@ from torch.testing import assert_close
 
 from book import count_params
 from book.bert import BERT, EncoderConfig
-from book.chapters.ch09 import (bert_key_map, config_from_hf, load_bert_weights, load_minilm, mean_pooled, minilm_dir,
-                                sentence_embeddings, word_vector)
+from book.chapters.ch09 import (attention_on_sentence, bert_key_map, config_from_hf, load_bert_weights, load_minilm,
+                                mean_pooled, minilm_dir, sentence_embeddings, word_attention_verdict, word_vector)
 
 SENTENCES = ["The quick brown fox jumps over the lazy dog.", "Attention is all you need!",
              "Tokenization splits unbelievably long words into word pieces, doesn't it?"]
@@ -188,7 +188,20 @@ def test_a_checkpoint_round_trips_and_bad_ones_are_refused():
         load_bert_weights(fresh, {**tensors, "embeddings.word_embeddings.weight": torch.zeros(11, 6)})
 
 
+MAT = "The cat sat on the mat."
+
+
 @pytest.mark.parametrize("call, exc, fragment", [
+    (lambda m, t: attention_on_sentence(m, t, MAT, "dog", (["sat"], ["on"])), ValueError,
+     "src: 'dog' is not a word of the sentence, whose words are ['the', 'cat', 'sat', 'on', 'the', 'mat', '.']"),
+    (lambda m, t: attention_on_sentence(m, t, MAT, "cat", (["sat"], ["fish"])), ValueError,
+     "targets: 'fish' is not a word of the sentence"),
+    (lambda m, t: attention_on_sentence(m, t, MAT, "cat", (["sat"], ["the"])), ValueError,
+     "'the' occurs 2 times in ['the', 'cat', 'sat', 'on', 'the', 'mat', '.']: write 'the#1' or 'the#2'"),
+    (lambda m, t: attention_on_sentence(m, t, MAT, "cat", (["sat"], ["the#3"])), ValueError, "occurs 2 time(s)"),
+    (lambda m, t: attention_on_sentence(m, t, MAT, "cat", ["sat", "mat"]), ValueError, "two non-empty lists"),
+    (lambda m, t: attention_on_sentence(m, t, MAT, "cat", (["sat"], [])), ValueError, "two non-empty lists"),
+    (lambda m, t: attention_on_sentence(m, t, MAT, "cat", (["sat"], ["sat"])), ValueError, "in one group only"),
     (lambda m, t: word_vector(m, t, "I sat on the river bank.", "money"), ValueError, "exactly one token"),
     (lambda m, t: word_vector(m, t, "The bank of the bank.", "bank"), ValueError, "exactly one token"),
     (lambda m, t: t.encode(""), ValueError, "non-empty string"),
@@ -219,3 +232,30 @@ def test_loading_leaves_the_random_stream_alone():
     torch.manual_seed(3)
     load_minilm()
     assert_close(torch.rand(3), want)
+
+
+def test_attention_on_sentence_reads_the_heads_weights(minilm):
+    model, tok = minilm
+    text = "The cat was unbelievably hungry."   # "unbelievably" splits into several WordPieces
+    words = dict(tok.words(text))
+    assert list(words) == ["the", "cat", "was", "unbelievably", "hungry", "."] and len(words["unbelievably"]) > 1
+    res = attention_on_sentence(model, tok, text, "unbelievably", (["cat", "was"], ["hungry"]))
+    with torch.no_grad():
+        _, maps = model.hidden(torch.tensor([tok.encode(text)]), need_weights=True)
+    row = torch.stack(maps)[:, 0][:, :, words["unbelievably"]].mean(2)   # (L, H, T): mean over the src's pieces
+    assert_close(res.weights[..., 0], row[..., words["cat"] + words["was"]].sum(-1))
+    assert_close(res.weights[..., 1], row[..., words["hungry"]].sum(-1))
+    assert_close(res.special, row[..., 0] + row[..., -1])
+    assert res.tokens == tok.tokens(text) and res.maps.shape[-1] == len(res.tokens)
+    assert len(res.table().splitlines()) == 2 + model.config.n_layers
+
+
+def test_the_verdict_follows_the_numbers(minilm):
+    res = attention_on_sentence(*minilm, MAT, "cat", (["sat", "mat"], ["on", "the#2"]))
+    res.weights = torch.zeros_like(res.weights)
+    res.weights[:, :, 0] = 0.2   # group 1 ahead in every layer, by 0.2
+    res.weights[0, :, 1] = 0.25   # except layer 1: behind
+    res.weights[1, :, 1] = 0.195   # and layer 2: a tie
+    verdict = word_attention_verdict(res)
+    assert '"sat+mat" more than "on+the#2" in layers 3–6, less in layer 1 and about as much' in verdict
+    assert "(within 0.01) in layer 2." in verdict and "layer 3, head 1" in verdict

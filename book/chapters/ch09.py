@@ -4,6 +4,7 @@ drawing, the masking exercise checker, and a real pretrained encoder (all-MiniLM
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 import math
 import re
 from pathlib import Path
@@ -25,7 +26,8 @@ from ..train import History, fit
 __all__ = ["draw_rlhf", "seed_curves", "seed_verdict", "check_mask_tokens", "objective_loss", "induction_scores",
            "word_rate", "instruction_pairs", "repeated_passages", "letter_copies", "answer_scores", "instruction_batch",
            "finetune", "minilm_dir", "config_from_hf", "bert_key_map", "load_bert_weights", "WordPieces", "load_minilm",
-           "mean_pooled", "sentence_embeddings", "word_vector", "head_patterns", "output_dependence"]
+           "mean_pooled", "sentence_embeddings", "word_vector", "head_patterns", "WordAttention",
+           "attention_on_sentence", "word_attention_verdict", "glue_word_attention", "output_dependence"]
 
 RLHF_STEPS = [("pre-trained LM", "next token\non raw text"), ("SFT model", "prompts +\nwritten answers"),
               ("people rank answers", "several samples\nper prompt"), ("reward model", "learns to score\nas they rank"),
@@ -361,6 +363,17 @@ class WordPieces:
         self._check(text)
         return self._tok.encode(text).tokens
 
+    def words(self, text: str) -> List[Tuple[str, List[int]]]:
+        """text -> [(word, [its token positions]), ...] in order: the tokenizer's words (punctuation is a word of
+        its own), lower-cased, each with the positions of its WordPieces ([CLS] is position 0)."""
+        self._check(text)
+        enc, out = self._tok.encode(text), {}
+        for pos, (w, (a, b)) in enumerate(zip(enc.word_ids, enc.offsets)):
+            if w is not None:   # [CLS] and [SEP] belong to no word
+                word, spans = out.setdefault(w, ("", []))
+                out[w] = (word + text[a:b].lower(), spans + [pos])
+        return list(out.values())
+
     def decode(self, ids: Sequence[int]) -> str:
         return self._tok.decode(list(ids))
 
@@ -437,6 +450,130 @@ def head_patterns(maps: torch.Tensor, tokens: Sequence[str], pronoun: str = "it"
             "[CLS]": maps[..., :, 0].mean(-1),
             f"'{pronoun}' -> '{referent}'": maps[..., it, ref] - maps[..., others, ref].mean(-1),
             "broadest": -(maps * maps.clamp_min(1e-12).log()).sum(-1).mean(-1)}
+
+
+def _word_pieces(words: List[Tuple[str, List[int]]], word, arg: str) -> List[int]:
+    """The token positions of `word` ('the', or 'the#2' for its second occurrence) among `words`."""
+    names = [w for w, _ in words]
+    if not isinstance(word, str):
+        raise ValueError(f"{arg} must hold words as strings, got {word!r}")
+    base, _, k = word.lower().partition("#")
+    hits = [pos for w, pos in words if w == base]
+    if not hits:
+        raise ValueError(f"{arg}: {word!r} is not a word of the sentence, whose words are {names}")
+    if not k:
+        if len(hits) > 1:
+            raise ValueError(f"{arg}: {word!r} occurs {len(hits)} times in {names}: write "
+                             + " or ".join(f"'{base}#{i + 1}'" for i in range(len(hits))))
+        return hits[0]
+    if not k.isdigit() or not 1 <= int(k) <= len(hits):
+        raise ValueError(f"{arg}: {word!r} asks for occurrence {k!r}, but {base!r} occurs {len(hits)} time(s) "
+                         f"in {names}")
+    return hits[int(k) - 1]
+
+
+@dataclass
+class WordAttention:
+    """Where one word's attention goes in a sentence (attention_on_sentence). weights (L, H, 2): the weight from
+    `src` to each group of words in each layer and head; special (L, H): its weight on [CLS] and [SEP];
+    maps (L, H, T, T): every head's weights over the sentence's T tokens."""
+    sentence: str
+    src: str
+    groups: Tuple[str, str]
+    weights: torch.Tensor
+    special: torch.Tensor
+    tokens: List[str]
+    maps: torch.Tensor
+
+    @property
+    def mean(self) -> torch.Tensor:
+        """(L, 2): the weight to each group, averaged over the heads."""
+        return self.weights.mean(1)
+
+    @property
+    def best(self) -> List[Tuple[int, float, float]]:
+        """Per layer, (head, weight to group 1, weight to group 2) of the head that favours group 1 most."""
+        gap = self.weights[..., 0] - self.weights[..., 1]
+        return [(int(h), *self.weights[i, h].tolist()) for i, h in enumerate(gap.argmax(1))]
+
+    def table(self) -> str:
+        a, b = self.groups
+        w = max(len(a), len(b), 6)
+        lines = [f"{self.sentence!r}: weight from {self.src!r}, layers and heads counted from 1",
+                 f"layer | mean of {self.weights.shape[1]} heads: {a:>{w}} {b:>{w}} [CLS]+[SEP] | "
+                 f"best head: {a:>{w}} {b:>{w}}"]
+        for i, ((ma, mb), s, (h, ba, bb)) in enumerate(zip(self.mean.tolist(), self.special.mean(1).tolist(),
+                                                          self.best)):
+            lines.append(f"{i + 1:>5} | {'':17}{ma:>{w}.2f} {mb:>{w}.2f} {s:>11.2f} | "
+                         f"{'head ' + str(h + 1):>9}: {ba:>{w}.2f} {bb:>{w}.2f}")
+        return "\n".join(lines)
+
+
+@torch.no_grad()
+def attention_on_sentence(model: BERT, tokenizer: WordPieces, sentence: str, src: str,
+                          targets: Tuple[Sequence[str], Sequence[str]]) -> WordAttention:
+    """How much of the word `src`'s attention goes to each of two groups of words, in every layer and head.
+
+    targets: (words, words), e.g. (["sat", "mat"], ["on", "the#2"]); a word that occurs more than once is named by
+    its occurrence, 'the#2'. A word's weight is the sum over its WordPieces; a `src` split into pieces gives the
+    mean of their rows (as Clark et al., 2019, do). Returns a WordAttention: .table() prints it per layer."""
+    words = tokenizer.words(sentence)
+    rows = _word_pieces(words, src, "src")
+    if not (isinstance(targets, (tuple, list)) and len(targets) == 2
+            and all(isinstance(g, (tuple, list)) and g for g in targets)):
+        raise ValueError(f"targets must be two non-empty lists of words, e.g. (['sat', 'mat'], ['on', 'the#2']), "
+                         f"got {targets!r}")
+    cols = [[p for w in g for p in _word_pieces(words, w, "targets")] for g in targets]
+    if set(cols[0]) & set(cols[1]) or len(set(cols[0])) < len(cols[0]) or len(set(cols[1])) < len(cols[1]):
+        raise ValueError(f"targets must name each word once, in one group only, got {targets!r}")
+    ids = torch.tensor([tokenizer.encode(sentence)], device=model.tok_emb.weight.device)
+    _, maps = model.hidden(ids, need_weights=True)   # one (1, H, T, T) per layer
+    maps = torch.stack(maps)[:, 0].cpu()   # (L, H, T, T)
+    row = maps[:, :, rows].mean(2)   # (L, H, T): the src row, averaged over its pieces
+    weights = torch.stack([row[..., c].sum(-1) for c in cols], -1)   # (L, H, 2)
+    return WordAttention(sentence, src, tuple("+".join(g) for g in targets), weights, row[..., [0, -1]].sum(-1),
+                         tokenizer.tokens(sentence), maps)
+
+
+def _layers(ls: List[int]) -> str:
+    ls = [i + 1 for i in ls]
+    if len(ls) > 2 and ls == list(range(ls[0], ls[-1] + 1)):
+        return f"layers {ls[0]}–{ls[-1]}"
+    return ("layer " if len(ls) == 1 else "layers ") + ", ".join(map(str, ls[:-1])) + \
+        (" and " if len(ls) > 1 else "") + str(ls[-1])
+
+
+def word_attention_verdict(res: WordAttention, near: float = 0.01) -> str:
+    """The sentence the prose states about `res`, chosen from the measurement: in which layers the mean over the
+    heads gives group 1 more than group 2 (a gap under `near` counts as a tie), and the sharpest head."""
+    a, b = (f'"{g}"' for g in res.groups)
+    gap = (res.mean[:, 0] - res.mean[:, 1]).tolist()
+    more = [i for i, g in enumerate(gap) if g >= near]
+    less = [i for i, g in enumerate(gap) if g <= -near]
+    tie = [i for i, g in enumerate(gap) if abs(g) < near]
+    parts = ([f"more than {b} in {_layers(more)}"] if more else []) + \
+        ([f"less in {_layers(less)}"] if less else []) + ([f"about as much (within {near:.2f}) in {_layers(tie)}"]
+                                                          if tie else [])
+    if not more:
+        parts.insert(0, f"never more than {b}")
+    top = max(range(len(gap)), key=lambda i: res.best[i][1] - res.best[i][2])
+    h, wa, wb = res.best[top]
+    return (f'Averaged over the heads, "{res.src}" gives {a} ' + ", ".join(parts[:-1])
+            + (" and " if len(parts) > 1 else "") + parts[-1]
+            + f". The sharpest single head, layer {top + 1}, head {h + 1}, gives {a} {wa:.2f} and {b} {wb:.2f}.")
+
+
+def glue_word_attention(name: str, res: WordAttention) -> str:
+    """Glue what the prose says about `res` (attention_on_sentence): the verdict sentence whole, the largest share
+    the mean head parks on [CLS] and [SEP], and the mean over heads in the last layer. Returns the verdict."""
+    from ..utils import glue
+    verdict = word_attention_verdict(res)
+    glue(f"ch9_{name}_verdict", verdict)
+    special = res.special.mean(1)   # (L,): the mean head's weight on [CLS] and [SEP]
+    glue(f"ch9_{name}_special", f"{special.max():.2f} (layer {int(special.argmax()) + 1})")
+    (a, b), last = res.mean[-1].tolist(), len(res.mean)
+    glue(f"ch9_{name}_last", f"{a:.2f} against {b:.2f} in layer {last}")
+    return verdict
 
 
 @torch.no_grad()
