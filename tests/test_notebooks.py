@@ -260,3 +260,43 @@ def test_percentages_declare_their_tolerance_in_points(path):
             for name, (text, spec) in glued(c.outputs).items()
             if text and "%" in text and spec and "tol" in spec and spec["tol"] < 1]
     assert not tiny, f"{path.stem}: percentages with a tolerance below one point: {tiny}"
+
+
+_DRAWS = re.compile(r"^(new_figure|heatmap|line_plot|slider2?|draw_\w+|\w+_plot|plot_\w+)$")
+
+
+def _top_level_draw_calls(source: str) -> list:
+    """Names of the drawing calls a cell makes at its top level (not inside a def, where they only define)."""
+    import ast
+
+    try:
+        tree = ast.parse("\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))))
+    except SyntaxError:
+        return []
+    names = []
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Call):
+                f = node.func
+                name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+                if _DRAWS.match(name):
+                    names.append(name)
+    return names
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.stem)
+def test_a_cell_that_draws_shows_its_figure(path):
+    """A cell that calls a drawing function at its top level shows an image or a widget: chapter 1's bigram table
+    once built its figure and displayed nothing (its last line set tick labels, so the figure was never returned)."""
+    nb = nbformat.read(path, as_version=4)
+    shown = {"image/png", "image/svg+xml", "application/vnd.jupyter.widget-view+json", "text/html"}
+    missing = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or "remove-output" in cell.metadata.get("tags", []):
+            continue
+        calls = _top_level_draw_calls(cell.source)
+        if calls and not any(shown & set(o.get("data", {})) for o in cell.get("outputs", [])):
+            missing.append((i, calls))
+    assert not missing, f"{path.stem}: cells that draw but show nothing: {missing}"

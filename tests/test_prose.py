@@ -52,3 +52,46 @@ def test_the_check_finds_drift(tmp_path, prose, what):
 ])
 def test_the_check_leaves_sound_prose_alone(tmp_path, prose):
     assert check.findings(_notebook(tmp_path, prose, "def my_helper(n):\n    return n")) == []
+
+
+# -- typed numbers and comparisons with no assertion behind them: the chapters on the learner's path --
+
+from test_learner_path import COVERED   # noqa: E402  (the chapters brought onto the path so far)
+
+
+@pytest.mark.parametrize("path", [p for p in chapter_paths() if p.stem in COVERED], ids=lambda p: p.stem)
+def test_no_typed_result_and_every_comparison_asserted(path):
+    found = check.typed_numbers(path) + check.unasserted_verdicts(path)
+    assert found == [], "\n".join(found)
+
+
+def _two_cells(tmp_path, prose: str, code: str):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code), nbformat.v4.new_markdown_cell(prose)])
+    path = tmp_path / "99_test.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+@pytest.mark.parametrize("prose, code, found", [
+    ("the model reaches 2.43 bits per character", "steps = 400", 1),           # a result typed
+    ("trained for 400 steps", "steps = 400", 0),                                 # a setting, in the code
+    ("as Vaswani et al., 2017 showed, and Katz 1987", "x = 1", 0),               # citations
+    ("GPT-2 has 124 million parameters\n\n<!-- typed: 124 (GPT-2's size, cited) -->", "x = 1", 0),   # marked
+    ("about 0.38 per step", "x = 1", 1),
+    ("Chapter 7 and exercise 12, with $d = 64$ and `n = 77`", "x = 1", 0),      # ordinals, math and code
+])
+def test_typed_numbers_are_found_unless_a_setting_a_citation_or_marked(tmp_path, prose, code, found):
+    assert len(check.typed_numbers(_two_cells(tmp_path, prose, code))) == found
+
+
+@pytest.mark.parametrize("prose, code, found", [
+    ("attention beats the RNN: {glue:text}`ch99_gap`.", 'glue("ch99_gap", 3)', 1),          # nothing asserts it
+    ("attention beats the RNN: {glue:text}`ch99_gap`.", 'assert gap > 0\nglue("ch99_gap", 3)', 0),
+    ("attention beats the RNN: {glue:text}`ch99_gap`.\n\n<!-- asserted: check_gap -->",
+     "def check_gap():\n    assert True", 0),
+    ("attention beats the RNN: {glue:text}`ch99_gap`.\n\n<!-- asserted: no_such_check -->", "x = 1", 1),
+    ("the model reaches {glue:text}`ch99_gap` (measured below).", 'glue("ch99_gap", 3)', 0),   # no comparison
+    ("it falls below chance: {glue:text}`ch99_gap`.", 'glue("ch99_gap", 3)', 1),
+])
+def test_a_comparison_citing_a_glued_value_needs_an_assertion(tmp_path, prose, code, found):
+    assert len(check.unasserted_verdicts(_two_cells(tmp_path, prose, code))) == found

@@ -32,7 +32,8 @@ _WORD = re.compile(r"[^\W_][\w'’.,%/-]*")
 
 def _plain(markdown: str) -> str:
     """The markdown's reading text: no math, HTML tags, link targets or code fences."""
-    text = re.sub(r"```.*?```", " ", markdown, flags=re.S)
+    text = re.sub(r"<!--.*?-->", " ", markdown, flags=re.S)                # marks for the checks, never shown
+    text = re.sub(r"```.*?```", " ", text, flags=re.S)
     text = re.sub(r"\$\$.*?\$\$", " ", text, flags=re.S)
     text = re.sub(r"\$[^$\n]+\$", " x ", text)                   # inline math reads as one word
     text = re.sub(r"<[^>]+>", " ", text)

@@ -147,8 +147,11 @@ def jelinek_mercer_prob(tables: Dict[int, tuple], context: Sequence, token, voca
 def glue_cosines(mean_cos: dict, vowel_consonant: float) -> None:
     """Glue the embedding section's cosines: each group's mean within and to all other characters, and the vowels'
     mean to the lower-case consonants (tolerances from the recorded seed spread)."""
-    from ..utils import glue
+    from ..utils import claim, glue
 
+    claim(vowel_consonant > mean_cos["vowels"][1],
+          f"against the lower-case consonants alone the vowels sit closer ({vowel_consonant:.2f}) than against all "
+          f"other characters ({mean_cos['vowels'][1]:.2f})")
     for name, (within, between) in mean_cos.items():
         glue(f"ch1_emb_{name.split()[0]}_within", f"{within:.2f}", tol=0.05, spread="glue_spread", margin=2)
         glue(f"ch1_emb_{name.split()[0]}_between", f"{between:.2f}", tol=0.05, spread="glue_spread", margin=2)

@@ -413,6 +413,7 @@ def check_and_glue_scale(rec: ScaleRecord) -> None:
     _glue_spread("ch4_scale_fast_raw", rec.recorded(False, rec.rates[-1], last))
     glue("ch4_scale_fast_lr", f"{rec.rates[-1]:g}")
     glue("ch4_scale_minutes", f"{rec.prov['wall_s'] / 60:.0f}")
+    glue("ch4_scale_last_step", last)
 
 
 def check_and_glue_scale_live(rec: ScaleRecord, live: dict, steps: int) -> None:
