@@ -536,7 +536,7 @@ def print_timings(train_seconds: Dict[str, float], total_s: float, device_type: 
 
     The only check is one that holds on any machine under any load: every run was timed, and the runs are a part of
     the whole."""
-    claim(min(train_seconds.values()) > 0 and sum(train_seconds.values()) < total_s,
+    claim(min(train_seconds.values()) > 0 and sum(train_seconds.values()) < total_s,   # holds on any machine
           f"every run timed, and the runs ({sum(train_seconds.values()):.1f} s) a part of the whole ({total_s:.1f} s)")
     for name, s in train_seconds.items():
         print(f"training {name:34s} {s:6.1f} s")
