@@ -1,18 +1,29 @@
-"""Chapter 6, multi-head attention and the block: its drawings, the repeat task, and the exercise checkers.
+"""Chapter 6, multi-head attention and the block: its drawings, the repeat task, the exercise checkers, and the
+plumbing of its measurements (recorded tables read, claims checked, values glued), each called in one line.
 """
 from __future__ import annotations
 
-from typing import Optional
+import json
+import math
+from pathlib import Path
+from typing import Dict, Optional
 
 import torch
 import torch.nn.functional as F
 
+from .. import plots
 from ..attention import Attention
 from ..checks import positive_int, returned
 from ..diagrams import Diagram
+from ..results import provenance, read_rows, value_range
+from ..utils import claim, glue
 
 __all__ = ["draw_head_split", "draw_post_pre_norm", "repeat_batch", "block_params", "check_multi_head",
-           "check_rms_norm"]
+           "check_rms_norm", "check_and_glue_stream_rms", "check_gpt3_without_residuals", "warmup_record",
+           "check_live_warmup", "lstm_from_leaderboard", "check_and_glue_live_ladder", "recorded_ladder",
+           "check_and_glue_recorded_ladder", "ladder_answer", "ladder_dot_plot", "wide_head_report",
+           "stream_after_training", "check_and_glue_copy", "print_timings", "check_and_glue_head_stats",
+           "top_contexts"]
 
 
 def draw_head_split():
@@ -171,3 +182,399 @@ def check_rms_norm(fn, seed: int = 0) -> bool:
         raise AssertionError(f"values differ from RMSNorm over the last dim. Hint: {hint}, then scale by weight.")
     print("Correct: your RMSNorm matches the reference.")
     return True
+
+
+# ---- the chapter's measurements: printing, claims and glue (called in one line from the notebook) -------------------
+
+def check_and_glue_stream_rms(rms: Dict[str, list]):
+    """The stream's RMS after every 4th of 24 blocks at initialisation, per setup: printed, claimed, glued, drawn."""
+    print("block:        " + " ".join(f"{i:5d}" for i in range(0, len(rms["no LayerNorm"]), 4)))
+    for name, r in rms.items():
+        print(f"{name:13s} " + " ".join(f"{v:5.2f}" for v in r[::4]))
+    growth = rms["no LayerNorm"][-1] / rms["no LayerNorm"][0]
+    claim(growth > 2 and rms["no LayerNorm"][-1] > rms["Pre-Norm"][-1] > rms["Post-Norm"][-1],
+          f"without LayerNorm the stream grows x{growth:.1f} over 24 blocks; Pre-Norm {rms['Pre-Norm'][-1]:.2f}, "
+          f"Post-Norm {rms['Post-Norm'][-1]:.2f}")
+    glue("ch6_rms_growth", f"{growth:.1f}", rel=0.2, spread="glue_spread", margin=2)
+    glue("ch6_rms_pre_24", f"{rms['Pre-Norm'][-1]:.1f}", rel=0.2, spread="glue_spread", margin=2)
+    return plots.line_plot(range(len(rms["no LayerNorm"])), rms, "block (0 = embeddings)", "RMS of the residual stream",
+                           title="24 blocks at initialisation", marker="")
+
+
+def check_gpt3_without_residuals(depths, plain_grads, n_blocks: int = 96) -> float:
+    """GPT-3's 96 blocks (192 sub-layers) without residuals: the measured gradient factor per block, extended.
+
+    `plain_grads`: the gradient norm at block 1 of plain stacks of `depths` blocks (the residual section). The factor
+    per block is the geometric mean from the shallowest to the deepest stack; block 1's gradient in a plain stack of
+    `n_blocks` is extrapolated from the deepest measured one. Returns the base-10 exponent; glues it."""
+    factor = (plain_grads[-1] / plain_grads[0]) ** (1 / (depths[-1] - depths[0]))
+    log10 = math.log10(plain_grads[-1]) + (n_blocks - depths[-1]) * math.log10(factor)
+    tiny = torch.finfo(torch.float32).smallest_normal
+    print(f"measured factor per block without residuals: {factor:.3f}")
+    print(f"at {n_blocks} blocks ({2 * n_blocks} sub-layers) block 1 would get about 10^{log10:.0f}")
+    print(f"the smallest normal float32 is {tiny:.1e}: the gradient would be exactly 0")
+    claim(factor < 0.5 and log10 < math.log10(tiny), f"factor {factor:.3f}, extrapolated 10^{log10:.0f}")
+    glue("ch6_plain_factor", f"{factor:.2f}")
+    glue("ch6_gpt3_sublayers", 2 * n_blocks)
+    glue("ch6_gpt3_plain", f"1e{log10:.0f}")
+    glue("ch6_float32_tiny", f"{tiny:.0e}")
+    return log10
+
+
+_WARM_KEYS = {"Post-Norm, no warmup": "post_cold", "Post-Norm, warmup": "post_warm", "Pre-Norm, no warmup": "pre_cold"}
+_WARM_COLOURS = {"Post-Norm, no warmup": "tab:blue", "Post-Norm, warmup": "tab:cyan",   # Post-Norm blue, as in
+                 "Pre-Norm, no warmup": "tab:orange"}                                  # the gradient figure
+
+
+def warmup_record(bigram_bpc: float) -> dict:
+    """The recorded warmup runs (benchmarks/block_ladder.py --parts warmup): curves drawn, finals printed, glued.
+
+    Returns {"final": {run: [per seed]}, "fig": the figure, "lr": the recorded peak rate}. The prose reads exactly
+    what the seeds show: Post-Norm with warmup ahead of Post-Norm without by how much on each seed (a seed where the
+    two end within 0.05 bits is a tie, not a win)."""
+    W = provenance("block_ladder_warmup")["args"]
+    rows = read_rows("block_ladder_warmup")
+    lrs = sorted({float(r["lr"]) for r in rows})
+    runs = list(dict.fromkeys(r["run"] for r in rows))
+    seeds = sorted({int(r["seed"]) for r in rows})
+    fig, axes = plots.new_figure(ncols=len(lrs), figsize=(5.2 * len(lrs), 3.4), sharey=True)
+    axes = axes if len(lrs) > 1 else [axes]
+    final = {}
+    for ax, lr in zip(axes, lrs):
+        for run in runs:
+            for s in seeds:
+                pts = [(int(r["step"]), float(r["val_bpc"])) for r in rows
+                       if r["run"] == run and float(r["lr"]) == lr and int(r["seed"]) == s]
+                ax.plot(*zip(*pts), "-", color=_WARM_COLOURS.get(run, "tab:gray"), alpha=0.8, lw=1.2,
+                        label=run if s == seeds[0] else None)
+                final.setdefault((lr, run), []).append(pts[-1][1])
+        ax.axhline(bigram_bpc, color="k", ls=":", lw=1, label=f"count bigram ({bigram_bpc:.2f})")
+        ax.set(title=f"{W['warm_layers']} layers, peak lr {lr:g}", xlabel="step")
+    axes[0].set_ylabel("validation bits/char")
+    axes[0].legend(fontsize=7)
+    print(f"final validation bits/char after {W['warm_steps']} steps, seeds {seeds} (min to max):")
+    for lr in lrs:
+        for run in runs:
+            print(f"  lr {lr:g}  {run:24s} {min(final[lr, run]):.3f} to {max(final[lr, run]):.3f}")
+    lr = lrs[0]
+    fin = {run: final[lr, run] for run in runs}
+    for run in runs:
+        glue(f"ch6_rec_{_WARM_KEYS[run]}", value_range(min(fin[run]), max(fin[run])))
+    best = min((float(r["val_bpc"]), int(r["step"])) for r in rows if r["run"] == "Post-Norm, warmup")
+    glue("ch6_rec_post_warm_best", f"{best[0]:.2f}")
+    glue("ch6_rec_post_warm_best_step", best[1])
+    # warmup against no warmup, Post-Norm, same seed: a clear gain (> 0.05 bits) or a tie
+    gain = [c - w for c, w in zip(fin["Post-Norm, no warmup"], fin["Post-Norm, warmup"])]
+    clear = [g > 0.05 for g in gain]
+    ties = [f"{w:.3f} against {c:.3f}" for g, c, w in zip(gain, fin["Post-Norm, no warmup"], fin["Post-Norm, warmup"])
+            if abs(g) <= 0.05]
+    claim(all(g > -0.05 for g in gain), f"warmup never clearly hurts Post-Norm here: gains {gain}")
+    if all(clear):
+        sentence = f"ahead of no warmup on every seed, by {value_range(min(gain), max(gain))} bits"
+    else:
+        sentence = (f"ahead of no warmup on {sum(clear)} of {len(gain)} seeds (by "
+                    f"{value_range(min(g for g in gain if g > 0.05), max(gain))} bits) and level on the other"
+                    f"{'s' if len(ties) > 1 else ''} ({'; '.join(ties)} bits)")
+    glue("ch6_rec_warm_vs_cold", sentence)
+    pre, post_best = fin["Pre-Norm, no warmup"], [min(a, b) for a, b in zip(*(fin[k] for k in list(_WARM_KEYS)[:2]))]
+    claim(max(pre) < min(post_best) - 0.5, f"Pre-Norm {pre} ahead of Post-Norm, warmup or not, {post_best}")
+    glue("ch6_rec_warm_lr", f"{lr:g}")
+    glue("ch6_rec_warm_layers", W["warm_layers"])
+    glue("ch6_rec_warm_steps", W["warm_steps"])
+    glue("ch6_rec_warm_warmup", W["warm_warmup"])
+    return {"final": fin, "fig": fig, "lr": lr}
+
+
+def check_live_warmup(live_bpc: Dict[str, float], rec: dict) -> None:
+    """The live seed-0 warmup runs point the same way as every recorded seed wherever all recorded seeds agree."""
+    fin = rec["final"]
+    for a, b in (("Post-Norm, no warmup", "Post-Norm, warmup"), ("Post-Norm, no warmup", "Pre-Norm, no warmup"),
+                 ("Post-Norm, warmup", "Pre-Norm, no warmup")):
+        d = [x - y for x, y in zip(fin[a], fin[b])]               # same seed
+        if all(v > 0.05 for v in d) or all(v < -0.05 for v in d):  # every recorded seed agrees, clearly
+            claim((live_bpc[a] > live_bpc[b]) == (d[0] > 0), f"{a} vs {b}: live {live_bpc[a]:.3f} vs "
+                  f"{live_bpc[b]:.3f}, recorded differences {min(d):+.3f} to {max(d):+.3f}")
+    for name, key in _WARM_KEYS.items():
+        glue(f"ch6_{key}_bpc", f"{live_bpc[name]:.3f}", tol=0.3, spread="glue_spread", margin=2)
+
+
+def lstm_from_leaderboard(path="_generated/runtimes.json") -> Optional[float]:
+    """Chapter 2's char LSTM on the book's leaderboard (bits/char), or None where it is not there yet."""
+    board = Path(path)
+    rows = json.loads(board.read_text()) if board.exists() else {}
+    return next((r["val_bpc"] for ch in rows.values() for r in ch.get("leaderboard", [])
+                 if r["name"].startswith("char LSTM")), None)
+
+
+def check_and_glue_live_ladder(rung_bpc: Dict[str, float], bigram_bpc: float, count: dict,
+                               lstm_bpc: Optional[float], big: bool) -> None:
+    """The live ladder's claims (each rung against the one below it) and its glued values."""
+    count_bpc = count["bits"]
+    print(f"references: count bigram {bigram_bpc:.3f} | {count['name']} {count_bpc:.3f} | Chapter 2's LSTM "
+          + (f"{lstm_bpc:.3f}" if lstm_bpc is not None else "(not on this leaderboard yet)"))
+    claim(count_bpc < bigram_bpc and (lstm_bpc is None or count_bpc < lstm_bpc < bigram_bpc),
+          f"the references rank the count table {count_bpc:.3f} < LSTM {lstm_bpc} < bigram {bigram_bpc:.3f}")
+    order = list(rung_bpc)
+    one, multi, ffn, res, full = (rung_bpc[n] for n in order)
+    gains = {b: rung_bpc[a] - rung_bpc[b] for a, b in zip(order, order[1:])}    # what each rung adds
+    claim(multi < one, f"more heads, same parameters, help: {multi:.3f} vs {one:.3f}")
+    claim(res < ffn - 0.1, f"with residuals the FFN's parameters pay off: {res:.3f} vs {ffn:.3f}")
+    claim(abs(full - res) < 0.2 and full < one - 0.3 and full < bigram_bpc - 0.3,
+          f"the full block {full:.3f}: close to the block without LayerNorm ({res:.3f}), far below one head "
+          f"({one:.3f}) and the bigram ({bigram_bpc:.3f})")
+    if not big:   # the CPU recipe: 800 steps of a 2-layer, 64-wide model
+        claim(ffn > multi, f"the FFN alone hurts without residuals: {ffn:.3f} vs {multi:.3f}")
+        claim(max(gains, key=gains.get) == "+ residual", f"residuals are the largest step: {gains}")
+        claim(full > res - 0.03, f"LayerNorm does not help a 2-layer model: {full:.3f} vs {res:.3f}")
+        claim(min(rung_bpc.values()) > count_bpc, f"at this budget no rung reaches the count table ({count_bpc:.3f})")
+        claim(multi < bigram_bpc, f"the live multi-head rung {multi:.3f} beats the bigram {bigram_bpc:.3f}")
+    for name, key in zip(order, ("one_head", "multi_head", "ffn", "residual", "norm")):
+        glue(f"ch6_rung_{key}", f"{rung_bpc[name]:.3f}", tol=0.3 if key == "ffn" else 0.05, spread="glue_spread",
+             margin=2)
+    for key, a, b in (("heads", one, multi), ("ffn", multi, ffn), ("residual", ffn, res), ("norm", res, full)):
+        glue(f"ch6_gain_{key}", f"{a - b:+.2f}", tol=0.3 if key in ("ffn", "residual") else 0.07,
+             spread="glue_spread", margin=2)
+    glue("ch6_count_bpc", f"{count_bpc:.3f}")
+    glue("ch6_count_name", count["name"])
+    glue("ch6_lstm_bpc", f"{lstm_bpc:.3f}" if lstm_bpc else "about 2.5", tol="any")
+    glue("ch6_full_minus_count", f"{full - count_bpc:.2f}", tol=0.07, spread="glue_spread", margin=2)
+
+
+def _mean(d: dict) -> float:
+    return sum(d.values()) / len(d) if all(map(math.isfinite, d.values())) else math.inf   # nan: diverged
+
+
+def recorded_ladder(vocab_size: int) -> dict:
+    """The recorded ladder (benchmarks/block_ladder.py): every rung at every peak rate, 3 seeds; printed.
+
+    Returns R with "args", "prov", "rungs" (the five, then "wide head"), "lrs", "sweep" {(rung, lr): {seed: bpc}},
+    "best_lr", "bpc" (each rung at its best rate: {seed: bpc}), "params", "seeds", "gain" (per seed, against the
+    rung below) and "uniform" (log2 V: a run worse than this diverged)."""
+    rec, prov = read_rows("block_ladder"), provenance("block_ladder")
+    A = prov["args"]
+    rungs = list(dict.fromkeys(r["rung"] for r in rec))
+    ladder_rungs = [k for k in rungs if k != "wide head"]
+    lrs = sorted({float(r["lr"]) for r in rec})
+    sweep = {(k, lr): {int(r["seed"]): float(r["val_bpc"]) for r in rec if r["rung"] == k and float(r["lr"]) == lr}
+             for k in rungs for lr in lrs}
+    best_lr = {k: min(lrs, key=lambda lr: _mean(sweep[k, lr])) for k in rungs}   # lowest mean over the seeds
+    bpc = {k: sweep[k, best_lr[k]] for k in rungs}
+    params = {k: int(next(r["params"] for r in rec if r["rung"] == k)) for k in rungs}
+    seeds = sorted(bpc[rungs[0]])
+    gain = {b: [bpc[a][s] - bpc[b][s] for s in seeds] for a, b in zip(ladder_rungs, ladder_rungs[1:])}
+    uniform = math.log2(vocab_size)
+    print(f"recorded: {A['layers']} layers x {A['d_model']} wide, {A['steps']} steps, seeds {seeds}; "
+          f"{prov['wall_s'] / 60:.0f} minutes on one thread")
+    print(f"mean val bits/char over the seeds at each peak rate ('diverged': worse than uniform, {uniform:.2f})")
+    print(f"{'rung':12s} | " + " | ".join(f"lr {lr:<6g}" for lr in lrs) + " | best")
+    for k in rungs:
+        print(f"{k:12s} | " + " | ".join(f"{_mean(sweep[k, lr]):9.3f}" if _mean(sweep[k, lr]) < uniform
+                                        else f"{'diverged':>9}" for lr in lrs) + f" | {best_lr[k]:g}"
+              + ("  (edge of the sweep)" if best_lr[k] in (lrs[0], lrs[-1]) else ""))
+    print(f"\nat each rung's best rate: {'params':>7} | {'val bits/char, each seed':>24} | gain, min to max")
+    for k in rungs:
+        g = gain.get(k)
+        print(f"{k:12s} {'':12s} | {params[k]:7,} | {'  '.join(f'{bpc[k][s]:.3f}' for s in seeds):>24} | "
+              + (f"{min(g):+.3f} to {max(g):+.3f}" if g else ""))
+    if len(lrs) < 3 or any(len(v) < 3 for v in sweep.values()) or params["wide head"] != params["+ LayerNorm"]:
+        raise ValueError("the recorded ladder needs >= 3 rates and >= 3 seeds per run, and a wide head with the full "
+                         "block's parameters: re-record it with benchmarks/block_ladder.py")
+    return dict(args=A, prov=prov, rungs=rungs, ladder=ladder_rungs, lrs=lrs, sweep=sweep, best_lr=best_lr, bpc=bpc,
+                params=params, seeds=seeds, gain=gain, uniform=uniform)
+
+
+def check_and_glue_recorded_ladder(R: dict, rung_bpc: Dict[str, float], train_data, val_data, vocab_size: int,
+                                   bigram_bpc: float, count_bpc: float, live_layers: int) -> None:
+    """The recorded ladder against the live one, and every value the prose reads from it, glued."""
+    A, lrs, sweep, bpc, gain, seeds = R["args"], R["lrs"], R["sweep"], R["bpc"], R["gain"], R["seeds"]
+    live_gain = {b: rung_bpc[a] - rung_bpc[b] for a, b in zip(R["ladder"], R["ladder"][1:])}
+    for b, g in gain.items():
+        if all(x > 0 for x in g) or all(x < 0 for x in g):   # every seed, one sign: the live ladder must agree
+            claim((live_gain[b] > 0) == (g[0] > 0), f"{b}: live gain {live_gain[b]:+.3f} at {live_layers} layers, "
+                  f"recorded {min(g):+.3f} to {max(g):+.3f} at {A['layers']} layers")
+    key = {"multi-head": "heads", "+ FFN": "ffn", "+ residual": "residual", "+ LayerNorm": "norm"}
+    names = dict(zip(R["rungs"], ("one_head", "multi_head", "ffn", "residual", "norm", "wide")))
+    for k in R["ladder"]:
+        glue(f"ch6_rec_{names[k]}", value_range(min(bpc[k].values()), max(bpc[k].values()), "{:.3f}"))
+    for b, g in gain.items():
+        glue(f"ch6_rec_gain_{key[b]}", f"{min(g):+.2f} to {max(g):+.2f}")
+        glue(f"ch6_rec_verdict_{key[b]}", "pays on every seed" if all(x > 0 for x in g) else
+             "costs on every seed" if all(x < 0 for x in g) else "no measurable difference (the seeds disagree)")
+    glue("ch6_rec_layers", A["layers"])
+    glue("ch6_rec_steps", A["steps"])
+    glue("ch6_rec_lrs", ", ".join(f"{lr:g}" for lr in lrs))
+    for k in R["rungs"]:
+        glue(f"ch6_rec_lr_{names[k]}", f"{R['best_lr'][k]:g}")
+    trains = lambda k, lr: all(v < R["uniform"] for v in sweep[k, lr].values())   # every seed better than uniform
+    res_diverge = min(lr for lr in lrs if not any(v < R["uniform"] for v in sweep["+ residual", lr].values()))
+    norm_max = max(lr for lr in lrs if trains("+ LayerNorm", lr))
+    claim(norm_max > res_diverge and R["best_lr"]["+ LayerNorm"] >= res_diverge,   # what LayerNorm buys here
+          f"LayerNorm trains up to {norm_max:g}, the unnormalised stack diverges from {res_diverge:g}")
+    glue("ch6_rec_res_diverge_lr", f"{res_diverge:g}")
+    glue("ch6_rec_norm_max_lr", f"{norm_max:g}")
+    ffn_means = [_mean(sweep["+ FFN", lr]) for lr in lrs if trains("+ FFN", lr)]
+    glue("ch6_rec_ffn_range", f"{min(ffn_means):.2f}–{max(ffn_means):.2f}")
+    glue("ch6_rec_seeds", len(seeds))
+    glue("ch6_rec_wall_min", f"{R['prov']['wall_s'] / 60:.0f}")
+    unigram = torch.bincount(train_data, minlength=vocab_size).float() + 1        # character frequencies alone
+    unigram_bpc = -(unigram / unigram.sum()).log2()[val_data].mean().item()
+    glue("ch6_unigram_bpc", f"{unigram_bpc:.2f}")
+    # the first rungs of the recorded run: how far below the unigram, and still behind the bigram
+    first = [v for k in R["ladder"][:2] for v in bpc[k].values()]
+    ffn = list(bpc["+ FFN"].values())
+    claim(all(bigram_bpc < v < unigram_bpc for v in first) and all(abs(v - unigram_bpc) < 0.1 for v in ffn),
+          f"the recorded first two rungs {first} sit between the bigram {bigram_bpc:.3f} and the unigram "
+          f"{unigram_bpc:.3f}, + FFN {ffn} at the unigram")
+    glue("ch6_rec_first_below_unigram", value_range(unigram_bpc - max(first), unigram_bpc - min(first)))
+    glue("ch6_rec_first_behind_bigram", value_range(min(first) - bigram_bpc, max(first) - bigram_bpc))
+    best = min(min(bpc[k].values()) for k in R["ladder"])
+    glue("ch6_rec_best", f"{best:.3f}")
+    glue("ch6_rec_best_minus_count", f"{best - count_bpc:.2f}", tol=0.05, spread="glue_spread", margin=2)
+
+
+_WHY = {"ch6_rec_gain_ffn": "Without residual connections the extra layer is one more thing a short run must push a "
+                            "signal through.",
+        "ch6_rec_gain_norm": "Two to four layers do not grow the residual stream enough to need it; it pays in deep "
+                             "stacks and long runs."}
+
+
+def ladder_answer(q, name: str) -> dict:
+    """The keywords of `q.answer(...)` for a ladder question (improve / cost / disagree on every seed), read from
+    the recorded gains glued under `name` (ch6_rec_gain_ffn or ch6_rec_gain_norm)."""
+    from .. import quiz
+    lo, hi = quiz.numbers(name)
+    return dict(choice=q.choices[0 if lo > 0 else 1 if hi < 0 else 2], evidence=[name], why=_WHY[name],
+                measured=f"gain {quiz.shown(name)} bits/char over the seeds (+ = fewer bits)")
+
+
+def ladder_dot_plot(R: dict, rung_bpc: Dict[str, float], refs: list, live_layers: int):
+    """Every recorded seed of every rung at its best rate (dots), the live rungs (crosses), the references (lines)."""
+    fig, ax = plots.new_figure(figsize=(6.4, 3.8))
+    shown, bpc = R["rungs"], R["bpc"]
+    for y, k in enumerate(shown[::-1]):
+        vals = list(bpc[k].values())
+        ax.plot(vals, [y] * len(vals), "o", color="tab:blue", alpha=0.7,
+                label=f"{R['args']['layers']} layers, recorded (each seed)" if y == 0 else None)
+        ax.text(max(vals) + 0.04, y, f"{min(vals):.2f}–{max(vals):.2f}", va="center", fontsize=7)
+        if k in rung_bpc:
+            ax.plot(rung_bpc[k], y, "x", color="tab:red", ms=7,
+                    label=f"{live_layers} layers, live" if k == shown[0] else None)
+    ax.set_yticks(range(len(shown)), shown[::-1])
+    for label, v, colour in refs:
+        ax.axvline(v, color=colour, ls="--", lw=1.2, label=f"{label} ({v:.2f})")
+    lo = min(min(v for _, v, _ in refs), min(min(v.values()) for v in bpc.values()))
+    hi = max(max(rung_bpc.values()), max(max(v.values()) for v in bpc.values()))
+    ax.set(xlim=(lo - 0.2, hi + 0.45), xlabel="validation bits/char (lower is better)", title="The ladder, every seed")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=3, frameon=False)
+    return fig
+
+
+def wide_head_report(R: dict) -> None:
+    """One head as wide as the model against the full block's heads, same parameters, same seeds: printed, glued."""
+    A, seeds, sweep = R["args"], R["seeds"], R["sweep"]
+    wide, four = R["bpc"]["wide head"], R["bpc"]["+ LayerNorm"]
+    diff = [wide[s] - four[s] for s in seeds]             # positive: the single wide head is worse
+    print(f"full block, {R['params']['wide head']:,} parameters either way, {A['layers']} layers, seeds {seeds}")
+    print(f"  1 head of {A['d_model']}:  " + "  ".join(f"{wide[s]:.3f}" for s in seeds))
+    print(f"  {A['heads']} heads of {A['d_model'] // A['heads']}: " + "  ".join(f"{four[s]:.3f}" for s in seeds))
+    print(f"  wide minus {A['heads']} heads, same seed: {min(diff):+.3f} to {max(diff):+.3f} bits/char")
+    verdict = lambda d: ("the four heads ahead on every seed" if all(x > 0 for x in d) else
+                         "the wide head ahead on every seed" if all(x < 0 for x in d) else
+                         "no measurable difference: the seeds disagree")
+    glue("ch6_rec_wide", f"{min(wide.values()):.3f}–{max(wide.values()):.3f}")
+    glue("ch6_rec_wide_diff", f"{min(diff):+.3f} to {max(diff):+.3f}")
+    glue("ch6_rec_wide_verdict", verdict(diff))
+    print(f"at each of the sweep's rates, wide minus {A['heads']} heads, same seed:")
+    at_rate = {lr: [sweep["wide head", lr][s] - sweep["+ LayerNorm", lr][s] for s in seeds] for lr in R["lrs"]}
+    for lr, d in at_rate.items():
+        print(f"  lr {lr:<6g} {min(d):+.3f} to {max(d):+.3f}  ({verdict(d)})")
+    ahead = [lr for lr, d in at_rate.items() if all(x > 0 for x in d)]
+    glue("ch6_rec_wide_four_ahead", ", ".join(f"{lr:g}" for lr in ahead) or "none")
+    glue("ch6_rec_wide_four_ahead_by", f"{min(min(at_rate[lr]) for lr in ahead):.2f}–"
+         f"{max(max(at_rate[lr]) for lr in ahead):.2f}" if ahead else "nothing")
+    glue("ch6_rec_heads", A["heads"])
+    glue("ch6_rec_d_head", A["d_model"] // A["heads"])
+
+
+def stream_after_training(R: dict):
+    """The recorded RMS of the residual stream after training, "+ residual" (no norm) against Pre-Norm, every seed."""
+    rows = read_rows("block_ladder_stream")
+    fig, ax = plots.new_figure(figsize=(5.2, 3.2))
+    last = {}
+    for rung, colour, label in (("+ residual", "tab:red", "+ residual (no norm)"),
+                                ("+ LayerNorm", "tab:blue", "+ LayerNorm (Pre-Norm)")):
+        for s in R["seeds"]:
+            r = [float(row["rms"]) for row in rows if row["rung"] == rung and int(row["seed"]) == s
+                 and float(row["lr"]) == R["best_lr"][rung]]
+            ax.plot(range(len(r)), r, "o-", color=colour, alpha=0.7, label=label if s == R["seeds"][0] else None)
+            last.setdefault(rung, []).append(r[-1])
+    ax.set(xlabel="block (0 = embeddings)", ylabel="RMS of the residual stream",
+           title=f"After training ({R['args']['layers']} layers, every seed)", yscale="log")
+    ax.legend(fontsize=8)
+    print("RMS after the last block: " + " | ".join(f"{k}: {min(v):.1f} to {max(v):.1f}" for k, v in last.items()))
+    glue("ch6_rec_rms_res", f"{min(last['+ residual']):.1f} to {max(last['+ residual']):.1f}")
+    glue("ch6_rec_rms_norm", f"{min(last['+ LayerNorm']):.1f} to {max(last['+ LayerNorm']):.1f}")
+    return fig
+
+
+def check_and_glue_copy(copy_acc: Dict[int, list], steps: int, n_values: int = 32) -> None:
+    """The repeat task, one layer against two: printed per seed, claimed, glued."""
+    for n, accs in copy_acc.items():
+        print(f"{n} layer{'s' if n > 1 else ' '}: accuracy on the second copy " + "  ".join(f"{a:.1%}" for a in accs)
+              + f"   (guessing: {1 / n_values:.1%})")
+    claim(min(copy_acc[2]) > max(copy_acc[1]) + 0.2,
+          f"two layers beat one on every seed: {copy_acc[2]} vs {copy_acc[1]}")
+    glue("ch6_copy_1", value_range(min(copy_acc[1]), max(copy_acc[1]), "{:.0%}", " to "), tol=15,
+         spread="glue_spread", margin=2)
+    glue("ch6_copy_2", value_range(min(copy_acc[2]), max(copy_acc[2]), "{:.0%}", " to "), tol=15,
+         spread="glue_spread", margin=2)
+    glue("ch6_copy_steps", steps)
+
+
+def print_timings(train_seconds: Dict[str, float], total_s: float, device_type: str) -> None:
+    """Every training run's seconds and the chapter's, printed (an illustration of this machine, never compared).
+
+    The only check is one that holds on any machine under any load: every run was timed, and the runs are a part of
+    the whole."""
+    claim(min(train_seconds.values()) > 0 and sum(train_seconds.values()) < total_s,   # holds on any machine
+          f"every run timed, and the runs ({sum(train_seconds.values()):.1f} s) a part of the whole ({total_s:.1f} s)")
+    for name, s in train_seconds.items():
+        print(f"training {name:34s} {s:6.1f} s")
+    print(f"all training {sum(train_seconds.values()):.1f} s; whole chapter {total_s:.1f} s on {device_type}")
+
+
+def check_and_glue_head_stats(stats: dict, stats0: dict, newline_rate: float) -> None:
+    """Per layer and head of the trained block: its habits (look-back, weight on the previous character, on spaces,
+    on newlines, entropy) beside the untrained model's; printed, claimed, glued. `stats`: head_stats' dict of (L, H)."""
+    L, H = stats["entropy"].shape
+    print("layer head | look-back previous  space  newline  entropy | untrained: look-back entropy")
+    for layer in range(L):
+        for h in range(H):
+            s = [stats[k][layer, h].item() for k in stats]
+            print(f"{layer + 1:5d} {h + 1:4d} | {s[0]:9.2f} {s[1]:8.2f} {s[2]:6.2f} {s[3]:8.2f} {s[4]:8.2f} |"
+                  f" {stats0['look-back'][layer, h]:19.2f} {stats0['entropy'][layer, h]:7.2f}")
+    print(f"newlines are {newline_rate:.1%} of the characters")
+    nl, lb = stats["newline"], stats["look-back"]
+    claim(stats["entropy"].mean() < stats0["entropy"].mean() - 0.5, f"trained heads are sharper: entropy "
+          f"{stats['entropy'].mean():.2f} vs {stats0['entropy'].mean():.2f} untrained")
+    claim(lb.min() < 3 and lb.max() > 2 * lb.min(), f"some heads look a character or two back, others further: "
+          f"look-back {lb.min():.2f} to {lb.max():.2f}")
+    claim(nl.max() > 1.8 * newline_rate and nl.max() > 1.8 * nl.min(),
+          f"one head drawn to newlines ({nl.max():.1%}, rate {newline_rate:.1%}), another not ({nl.min():.1%})")
+    glue("ch6_newline_rate", f"{newline_rate:.1%}", tol=1, spread="glue_spread", margin=2)   # points
+    glue("ch6_lookback_min", f"{lb.min():.1f}", rel=0.25, spread="glue_spread", margin=2)
+    glue("ch6_lookback_max", f"{lb.max():.1f}", rel=0.2, spread="glue_spread", margin=2)
+    glue("ch6_newline_max", f"{nl.max():.0%}", tol=10, spread="glue_spread", margin=2)
+    glue("ch6_newline_min", f"{nl.min():.0%}", tol=3, spread="glue_spread", margin=2)
+    glue("ch6_newline_ratio", f"{nl.max() / newline_rate:.1f}", rel=0.3, spread="glue_spread", margin=2)
+
+
+def top_contexts(unit_act: torch.Tensor, windows: torch.Tensor, tok, k: int = 5, width: int = 8) -> list:
+    """The `k` validation contexts (the last `width` characters, newlines as ⏎) where one FFN unit fires hardest.
+    `unit_act`: (B, T) the unit's activation at every position of `windows` (B, T)."""
+    T = unit_act.shape[1]
+    out = []
+    for j in unit_act.flatten().topk(k).indices.tolist():
+        b, t = divmod(j, T)
+        out.append(tok.decode(windows[b, max(0, t - width + 1):t + 1].tolist()).replace("\n", "⏎"))
+    return out
