@@ -232,7 +232,7 @@ _WRONG_ANSWERS = textwrap.dedent("""
     from book.chapters.ch02 import check_lstm_step
     from book.chapters.ch03 import check_general_score
     from book.chapters.ch01 import check_bits_per_char
-    from book.chapters.ch08 import check_cross_attention, check_transformer_params
+    from book.chapters.ch08 import check_behind_buckets, check_cross_attention, check_transformer_params
 
     if not sys.flags.optimize:
         sys.exit("not running under -O")
@@ -255,6 +255,9 @@ _WRONG_ANSWERS = textwrap.dedent("""
                                                                 generator=g)[:2]),
         "check_cross_attention": (check_cross_attention,
                                   lambda y, m, a, k: a(y, m, causal=False, need_weights=True)[1]),   # no padding mask
+        "check_behind_buckets": (check_behind_buckets,   # the seeds' means compared, not every seed against every seed
+                                 lambda rec, s: [b for b in rec["attention RNN", s] if sum(rec["attention RNN", s][b])
+                                                 > sum(rec["Transformer", s][b])]),
     }
     accepted = []
     for name, (check, answer) in wrong.items():

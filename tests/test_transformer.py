@@ -143,6 +143,14 @@ def test_count_and_checkers():
         check_cross_attention(lambda y, m, a, k: weights(y, m, a, torch.ones_like(k)))
 
 
+def test_the_behind_buckets_checker_takes_the_reference_and_rejects_a_near_miss():
+    from book.chapters.ch08 import behind_buckets, check_behind_buckets
+    assert check_behind_buckets(behind_buckets)
+    with pytest.raises(AssertionError, match="expected the buckets"):     # >= instead of >: ties counted as behind
+        check_behind_buckets(lambda rec, s: [b for b, v in rec["attention RNN", s].items()
+                                             if min(v) >= max(rec["Transformer", s][b])])
+
+
 def test_the_same_seed_builds_the_same_transformer_whatever_the_memory_layout():
     """The embeddings are drawn source first, then target: not in a set's order, which follows addresses."""
     cfg = TransformerConfig(11, 13, context_len=8, d_model=16, n_heads=2, n_layers=1, d_ff=32)
