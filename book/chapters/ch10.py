@@ -1,15 +1,25 @@
-"""Chapter 10, the modern GPT: the needle task and the ladder's range verdict.
+"""Chapter 10, the modern GPT: the needle task, the ladder's tables and verdicts, the speedrun's table, the live
+race read at equal steps and at equal seconds, the INT8 cache comparison and the recorded budget leaderboard.
 """
 from __future__ import annotations
 
-from typing import Optional
+import dataclasses
+import textwrap
+from typing import Callable, Optional
 
 import torch
+import torch.nn.functional as F
 
 from ..checks import optional_positive_int, positive_int
-from ..results import _seed_values
+from ..results import _seed_values, seed_span
+from ..utils import claim, glue
 
-__all__ = ["needle_batch", "range_verdict"]
+__all__ = ["needle_batch", "range_verdict", "VARIANT", "machine_line", "ladder_seconds", "seed_range",
+           "ladder_verdicts", "print_ladder", "print_speedrun", "glue_speedrun", "curve_at", "race_report",
+           "race_figure", "train_needle_finder", "with_window", "needle_accuracy", "cache_comparison",
+           "budget_summary_lines"]
+
+VARIANT = "  variant: ReLU^2 instead of SwiGLU"   # the ladder's eleventh configuration: ReLU^2 where SwiGLU was
 
 
 def needle_batch(batch_size: int, seq_len: int, n_values: int = 8,
@@ -55,3 +65,202 @@ def range_verdict(new, old) -> str:
     if min(new) > max(old):
         return "costs"
     return "within the spread"
+
+
+def machine_line(prov: dict) -> str:
+    """A recorded result's provenance -> "CPU with N cores, on YYYY-MM-DD" (which machine its seconds belong to)."""
+    return f"{prov['cpu'].replace('(R)', '')} with {prov['cpu_cores']} cores, on {prov['date'][:10]}"
+
+
+def ladder_seconds(best_rung: dict, ms_per_step: float) -> list:
+    """One rung's seeds at its best rate -> seconds to the target (steps x CPU ms per step); None: never reached."""
+    return [None if s is None else s * ms_per_step / 1e3 for s in best_rung["steps"]]
+
+
+def seed_range(values, fmt: str = "{:.0f}") -> str:
+    """"mean (lowest–highest)" over the seeds, or "k of n seeds" when only k reached the target."""
+    hit = [v for v in values if v is not None]
+    return seed_span(hit, fmt) if len(hit) == len(values) else f"{len(hit)} of {len(values)} seeds"
+
+
+def ladder_verdicts(best: dict, cost: dict) -> dict:
+    """Each rung against the one before it (the variant against SwiGLU's rung): (steps verdict, time verdict),
+    each "pays", "costs" or "within the spread" by range_verdict."""
+    names = list(best)
+    before = {n: names[i - 1] for i, n in enumerate(names[:-1]) if i}
+    before[VARIANT] = "+ SwiGLU (8C/3 hidden)"
+    return {n: (range_verdict(best[n]["steps"], best[b]["steps"]),
+                range_verdict(ladder_seconds(best[n], cost[n]), ladder_seconds(best[b], cost[b])))
+            for n, b in before.items()}
+
+
+def print_ladder(best: dict, cost: dict, verdict: dict, prov: dict) -> None:
+    """The recorded ladder's two tables: the sweep (seeds at the target and mean steps per rate), then each rung at
+    its best rate, with its verdicts against the rung before."""
+    short = {"pays": "pays", "costs": "costs", "within the spread": "within"}
+    print("The sweep: seeds at the target, and their mean steps, at each rate")
+    print(f"{'rung':30s}{'rate 1':^11s}{'rate 2':^11s}{'rate 3':^11s}  best rate")
+    for n, b in best.items():
+        sweep = "".join((f"{k}/{b['seeds']} {m:4.0f}" if m else f"{k}/{b['seeds']}  ---").center(11)
+                        for k, m, _ in b["by_rate"].values())
+        print(f"{n.replace('variant: ', ''):30.30s}{sweep}  {b['rate']:g}")
+    print("rates: AdamW's peak", ", ".join(f"{r:g}" for r in prov["rates"]), "| Muon's",
+          ", ".join(f"{r:g}" for r in prov["muon_rates"]))
+    print("\nAt the best rate: to the target, and against the rung before (beyond the seeds' spread or within)")
+    print(f"{'rung':30s}{'steps':>15s}{'ms/step':>9s}{'seconds':>14s}   steps / time")
+    for n, b in best.items():
+        v = " / ".join(short[x] for x in verdict[n]) if n in verdict else ""
+        print(f"{n.replace('variant: ', ''):30.30s}{seed_range(b['steps']):>15s}{cost[n]:9.0f}"
+              f"{seed_range(ladder_seconds(b, cost[n])):>14s}   {v}")
+
+
+def print_speedrun(speedrun: list, rules: dict, width: int = 100) -> None:
+    """The speedrun's records table (book/results/speedrun_records.csv), each entry's verdict on its own line."""
+    print(f"a record: every seed below the standing record's mean, one-sided Welch p < {rules['alpha']}, "
+          f"at least {rules['min_seeds']} seeds")
+    print(f"{'':4s}{'entry':19s}|{'CPU s to target':>26s}|{'steps':>6s}| reached")
+    for r in speedrun:
+        mark = f"R{r['time_record']}" if r["time_record"] else "-"
+        cpu = f"{float(r['cpu_mean']):.1f} ± {float(r['cpu_sd']):.1f} ({r['seeds']} seeds)"
+        print(f"{mark:4s}{r['entry']:19s}|{cpu:>26s}|{float(r['steps_mean']):6.0f}| {r['reached']} of {r['seeds']}")
+        print(textwrap.fill(r["time_verdict"], width, initial_indent=" " * 8, subsequent_indent=" " * 8))
+
+
+def glue_speedrun(speedrun: list, machine: str) -> None:
+    """The glues of the speedrun's table (recorded data, read): the standing record, its ratio to record 0, the
+    negative results, and the ReLU^2 entry against SwiGLU's (exercise 3)."""
+    records = [r for r in speedrun if r["time_record"]]
+    claim(records[0]["entry"] == "nanogpt" and int(records[0]["reached"]) == 0,
+          f"record 0 is the nanoGPT recipe, which never reached the target: {records[0]}")
+    glue("ch10_sr_machine", machine)
+    glue("ch10_sr_best", records[-1]["entry"])
+    glue("ch10_sr_best_ratio", f"{float(records[-1]['cpu_mean']) / float(records[0]['cpu_mean']):.3f}")
+    glue("ch10_sr_negatives", sum(not r["time_record"] for r in speedrun))
+    relu2, swiglu = (next(r for r in speedrun if r["entry"] == e) for e in ("modern-relu2", "modern"))
+    glue("ch10_sr_relu2", f"{float(relu2['cpu_mean']):.1f} ± {float(relu2['cpu_sd']):.1f}")
+    glue("ch10_sr_swiglu", f"{float(swiglu['cpu_mean']):.1f} ± {float(swiglu['cpu_sd']):.1f}")
+    glue("ch10_sr_relu2_steps", f"{float(relu2['steps_mean']):.0f}")
+    glue("ch10_sr_swiglu_steps", f"{float(swiglu['steps_mean']):.0f}")
+    claim(not relu2["time_record"], "the ReLU^2 entry is not a time record (recorded verdict, exercise 3)")
+    glue("ch10_sr_relu2_verdict", "a record" if relu2["time_record"] else "in the log of negative results")
+
+
+def curve_at(curve: list, seconds: float) -> tuple:
+    """A race curve [(step, train seconds, loss), ...] -> (steps, loss) at `seconds` of training, both read off the
+    curve by linear interpolation between its evaluations (the last point past its end, the first before it)."""
+    if not curve:
+        raise ValueError("curve_at needs at least one (step, seconds, loss) point")
+    if seconds <= curve[0][1]:
+        return float(curve[0][0]), curve[0][2]
+    for (n0, s0, v0), (n1, s1, v1) in zip(curve, curve[1:]):
+        if s0 <= seconds <= s1:
+            f = (seconds - s0) / (s1 - s0) if s1 > s0 else 1.0
+            return n0 + f * (n1 - n0), v0 + f * (v1 - v0)
+    return float(curve[-1][0]), curve[-1][2]
+
+
+def race_report(runs: list, curves: list) -> dict:
+    """The live race (course recipe, modern recipe), read twice: at equal steps (the end of both runs, and step 100)
+    and at equal seconds (the shorter run's training time, read off both curves). Prints, asserts and glues."""
+    (course, modern), (course_c, modern_c) = runs, curves
+    course_end, modern_end = course_c[-1][2], modern_c[-1][2]
+    common = sorted({s for s, _, _ in course_c} & {s for s, _, _ in modern_c})
+    equal_step = max([s for s in common if s <= 100] or common[:1])
+    course_at, modern_at = (next(v for s, _, v in c if s == equal_step) for c in curves)
+    for n, c_v, m_v in ((equal_step, course_at, modern_at), (course.step, course_end, modern_end)):
+        print(f"equal steps, {n:4d} each: course recipe {c_v:.3f} nats, modern recipe {m_v:.3f} nats")
+    claim(course.step == modern.step, f"an equal-steps race: {course.step} and {modern.step} steps")
+    claim(modern_at < course_at - 0.1 and modern_end < course_end - 0.1,
+          f"at equal steps the modern recipe is clearly ahead: {modern_at:.3f} vs {course_at:.3f} after "
+          f"{equal_step}, {modern_end:.3f} vs {course_end:.3f} after {course.step}")
+    equal_s = min(course.train_s, modern.train_s)            # the shorter run's training time
+    (course_n, course_v), (modern_n, modern_v) = (curve_at(c, equal_s) for c in curves)
+    print(f"equal seconds ({equal_s:.1f} s): course recipe {course_n:.0f} steps, {course_v:.3f} nats | "
+          f"modern recipe {modern_n:.0f} steps, {modern_v:.3f} nats")
+    claim(max(course_n, modern_n) == course.step, f"the shorter run is read at its end: {course_n}, {modern_n}")
+    glue("ch10_race_equal_step", equal_step, tol="any")   # 100 wherever both runs get that far
+    glue("ch10_race_course_at", f"{course_at:.2f}", tol=0.1, spread="glue_spread", margin=2)
+    glue("ch10_race_modern_at", f"{modern_at:.2f}", tol=0.1, spread="glue_spread", margin=2)
+    glue("ch10_race_course_end", f"{course_end:.2f}", tol="any")      # asserted above: modern ahead by > 0.1
+    glue("ch10_race_modern_end", f"{modern_end:.2f}", tol="any")
+    glue("ch10_race_equal_s", f"{equal_s:.0f}", timing=True)          # seconds and steps in them: this machine
+    glue("ch10_race_course_s", f"{course.train_s:.0f}", timing=True)
+    glue("ch10_race_modern_s", f"{modern.train_s:.0f}", timing=True)
+    glue("ch10_race_course_steps", f"{course_n:.0f}", timing=True)
+    glue("ch10_race_modern_steps", f"{modern_n:.0f}", timing=True)
+    glue("ch10_race_course_v", f"{course_v:.2f}", tol="any")          # at equal seconds: depends on the machine
+    glue("ch10_race_modern_v", f"{modern_v:.2f}", tol="any")
+    glue("ch10_race_time_lead", "also ahead" if modern_v < course_v else "behind" if modern_v > course_v
+         else "level", tol="any")
+    return {"equal_s": equal_s, "course": (course_n, course_v), "modern": (modern_n, modern_v)}
+
+
+def race_figure(runs: list, curves: list, target: float, equal_s: float, plots):
+    """The live race's two curves against training seconds, the target and the equal-seconds line."""
+    fig, ax = plots.new_figure(figsize=(6.4, 3.4))
+    for run, curve in zip(runs, curves):
+        ax.plot([s for _, s, _ in curve], [v for *_, v in curve], marker="o", ms=3, label=run.recipe.name)
+    ax.axhline(target, color="black", lw=0.8, ls=":", label="target (a recorded nanoGPT-recipe run's final loss)")
+    ax.axvline(equal_s, color="grey", lw=0.8, label="equal seconds (the shorter run's end)")
+    ax.set(xlabel="training seconds", ylabel="validation loss (nats)",
+           title="Live race on this machine: the same steps, on the clock", ylim=(1.7, 2.8))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper right")
+    return fig
+
+
+def train_needle_finder(seq_len: int = 64, n_layers: int = 1, window: Optional[int] = None, steps: int = 200,
+                        seed: int = 0, device=None):
+    """A small GPT trained on needle_batch (the answer read at the last position), AdamW at a constant 3e-3."""
+    from ..gpt import GPT, GPTConfig
+    from ..optim import build_optimizer, fit
+    from ..utils import seed_everything
+    gen = seed_everything(seed)
+    finder = GPT(GPTConfig(vocab_size=9, context_len=seq_len, d_model=32, n_heads=2, n_layers=n_layers,
+                           window=window)).to(device)
+    fit(finder, lambda: [t.to(device) for t in needle_batch(64, seq_len, generator=gen)],
+        loss_fn=lambda m, b: F.cross_entropy(m(b[0])[:, -1], b[1]),
+        optimizer=build_optimizer(finder, lr=3e-3, weight_decay=0.01, betas=(0.9, 0.999)), steps=steps,
+        schedule="constant", progress=False)
+    return finder.eval()
+
+
+def with_window(finder, window: int, device=None):
+    """The trained finder with its attention limited to `window` keys: a config choice, no parameter changes."""
+    from ..gpt import GPT
+    probe = GPT(dataclasses.replace(finder.config, window=window)).to(device).eval()
+    probe.load_state_dict(finder.state_dict())
+    return probe
+
+
+def needle_accuracy(model, k: int, seq_len: int, n: int = 256, device=None) -> float:
+    """The share of n needle sequences (needle k steps before the end) whose value the model names."""
+    x, y, _ = needle_batch(n, seq_len, distance=k, generator=torch.Generator().manual_seed(k))
+    with torch.no_grad():
+        return (model(x.to(device))[:, -1].argmax(-1).cpu() == y).float().mean().item()
+
+
+def cache_comparison(model, ids: torch.Tensor, to_bits: Callable) -> dict:
+    """Feed `ids` (1, T) one token at a time through a float32 and an INT8 KV cache: each cache's bytes, the largest
+    logit error against the full pass, the share of positions whose top token agrees, and bits per character."""
+    with torch.no_grad():
+        full = model(ids)
+        out = {}
+        for kind, int8 in (("float32", False), ("int8", True)):
+            cache = model.new_cache(1, int8=int8)
+            logits = torch.cat([model(ids[:, t:t + 1], cache=cache) for t in range(ids.shape[1])], dim=1)
+            out[kind] = {"bytes": cache.nbytes, "err": (logits - full).abs().max().item(),
+                         "agree": (logits.argmax(-1) == full.argmax(-1)).float().mean().item(),
+                         "bits": to_bits(F.cross_entropy(logits[0, :-1], ids[0, 1:]).item())}
+    return out
+
+
+def budget_summary_lines(summary: dict, longest: float) -> list:
+    """The recorded budget leaderboard at its longest budget: one line per neural model, best first, then the best
+    count table, each at most 100 characters."""
+    neural = {m: d["budgets"][longest][0] for m, d in summary.items() if not d["count"]}
+    counts = {m: min(v[0] for v in d["budgets"].values()) for m, d in summary.items() if d["count"]}
+    best_count = min(counts, key=counts.get)
+    lines = [f"  {m:24s} {v:.3f} bits/char" for m, v in sorted(neural.items(), key=lambda kv: kv[1])]
+    lines.append(f"  {best_count}: {counts[best_count]:.3f} bits/char (counted, no training)")
+    return lines
