@@ -226,6 +226,7 @@ def unasserted_verdicts(path: Path) -> list:
     nb = nbformat.read(path, as_version=4)
     asserting = _asserting_sources(nb, ROOT / "book" / "chapters" / f"ch{path.stem[:2]}.py")
     functions = {name for _, name in asserting if name}
+    prefixes = [re.findall(r"""f["'](ch\d+_\w+?)\{""", src) for src, _ in asserting]
     out = []
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "markdown":
@@ -241,9 +242,11 @@ def unasserted_verdicts(path: Path) -> list:
             if not glued or not VERDICT.search(_prose_only(GLUE_ROLE.sub(" GLUED ", sentence))) or named:
                 continue
             # a glue name built by an f-string (f"ch5_copy_{s}_{n}") is found by its fixed head
+            # or by a sibling glued in the same asserting code ("ch1_kn_bpc" beside "ch1_kn_n")
             heads = {g: re.split(r"_(?=[^_]*$)", g)[0] for g in glued}
-            if any(f'"{g}"' in src or f"'{g}'" in src or f'"{h}_' in src or f'f"{h}' in src
-                   for src, _ in asserting for g, h in heads.items()):
+            if any(f'"{g}"' in src or f"'{g}'" in src or f'"{heads[g]}_' in src
+                   or any(g.startswith(head) for head in prefixes[k])
+                   for k, (src, _) in enumerate(asserting) for g in glued):
                 continue
             out.append(f"{path.stem} cell {i}: a comparison with no assertion behind it: "
                        f"{' '.join(sentence.split())[:140]}")

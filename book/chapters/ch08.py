@@ -401,6 +401,9 @@ def recorded_race(show: bool = True) -> dict:
         glue(f"ch8_rec_wins{steps}", f"{wins[0][0]}–{longest[1]}")
     claim(min(rec["Transformer", 1200][longest]) > max(rec["attention RNN", 500][longest]),
           "every 1,200-step Transformer seed beats every 500-step attention-RNN seed on the longest sentences")
+    gap = min(min(rec[m, 500][b]) - max(rec["RNN", 500][b]) for m in ("attention RNN", "Transformer")
+              for b in LENGTH_BUCKETS[1:])
+    claim(gap > 0.25, f"beyond 7 words, every seed of both leaves every plain-RNN seed far behind (by > 0.25): {gap}")
     return rec
 
 
