@@ -15,7 +15,8 @@ from conftest import ROOT, load_tool
 from nbtools import chapter_paths
 
 lp = load_tool("learner_path")
-COVERED = ["01_next_token", "02_rnn_limits", "03_bahdanau_attention", "04_self_attention", "05_positional_encoding"]
+COVERED = ["01_next_token", "02_rnn_limits", "03_bahdanau_attention", "04_self_attention", "05_positional_encoding",
+           "07_training_gpt"]
 
 
 @pytest.mark.parametrize("name", COVERED)
