@@ -74,3 +74,30 @@ def test_scratch_cache_matches_package_attention_with_cache(ns):
     assert_close(scratch.v, cache.v[0])
     assert_close(torch.cat(ours, 1), torch.cat(book, 1))
     assert_close(torch.cat(ours, 1), full)
+
+
+def test_the_quoting_test_the_chapter_describes_is_the_benchmarks():
+    """book.chapters.ch07.QUOTE_TEST, which the chapter's prose glues, against benchmarks/budget_leaderboard.py: the
+    passage's length, the number and size of the windows, the training passages' lengths, and the characters
+    between the two copies, measured on the benchmark's own validation windows."""
+    import inspect
+    import sys
+    from pathlib import Path
+
+    from book.chapters.ch07 import QUOTE_TEST
+
+    bench_dir = str(Path(__file__).resolve().parents[1] / "benchmarks")
+    sys.path.insert(0, bench_dir)
+    try:
+        import budget_leaderboard as bl
+    finally:
+        sys.path.remove(bench_dir)
+    assert (bl.QUOTE_LEN, bl.EVAL_WINDOWS) == (QUOTE_TEST["eval_len"], QUOTE_TEST["eval_windows"])
+    assert "quote_windows(train_ids, B, T, gen, {}, {})".format(*QUOTE_TEST["train_len"]) in \
+        inspect.getsource(bl.run_job)
+    w, first, second = bl.quote_eval_windows(torch.randint(0, 65, (5000,)), 4096, QUOTE_TEST["window"] - 1)
+    assert w.shape[1] == QUOTE_TEST["window"]
+    between = second - first - bl.QUOTE_LEN                 # characters between the end of one copy and the next
+    assert (between.min().item(), between.max().item()) == QUOTE_TEST["gap"]
+    rows, idx = torch.arange(len(w))[:, None], torch.arange(bl.QUOTE_LEN)
+    assert torch.equal(w[rows, first[:, None] + idx], w[rows, second[:, None] + idx])
