@@ -500,6 +500,8 @@ def test_sliders_switch_frames(visits, chromium, site_url, site_html, docname):
     visit = Visit(chromium, site_url, docname)
     try:
         assert visit.widgets_ready, f"{docname}: widgets not rendered after 15 s"
+        # a slider inside a deep dive sits in a closed <details>: open them all, as a reader would, so its images show
+        visit.page.evaluate("() => document.querySelectorAll('details').forEach(d => { d.open = true; })")
         scripts = visit.page.locator(WIDGET_VIEW)
         driven = 0
         for i in range(scripts.count()):

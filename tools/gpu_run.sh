@@ -145,7 +145,8 @@ pytest_cmd=("$py" -m pytest -o addopts= -p no:cacheprovider --nbval --nbval-curr
             --junitxml="$work/junit.xml")
 
 # chapter 9's pretrained section needs the weights package (88 MB, too big to carry): where it is missing, that
-# section's cells (from the heading above the cell that imports load_minilm to the next heading) are deselected
+# section's cells (from the heading above the cell that imports load_minilm to the heading after the last cell
+# that uses the weights) are deselected
 mapfile -t pretrained_cells < <("$py" - "${chapters[@]}" <<'EOF'
 import json, re, sys
 for path in sys.argv[1:]:
@@ -155,7 +156,9 @@ for path in sys.argv[1:]:
         continue
     heading = lambda c: c["cell_type"] == "markdown" and re.match(r"##? ", "".join(c["source"]))
     first = max(i for i in range(uses[0] + 1) if heading(cells[i]) or i == 0)
-    last = next((i for i in range(uses[0], len(cells)) if heading(cells[i])), len(cells))
+    weights = [i for i, c in enumerate(cells) if c["cell_type"] == "code"
+               and re.search(r"minilm|\bwp\.|\bwp\b", "".join(c["source"]))]   # every later cell on the weights
+    last = next((i for i in range(max(weights + uses) + 1, len(cells)) if heading(cells[i])), len(cells))
     code = [i for i, c in enumerate(cells) if c["cell_type"] == "code"]
     for n, i in enumerate(code):
         if first <= i < last:

@@ -16,7 +16,7 @@ from ..utils import claim, glue
 
 __all__ = ["needle_batch", "range_verdict", "VARIANT", "machine_line", "ladder_seconds", "seed_range",
            "ladder_verdicts", "print_ladder", "print_speedrun", "glue_speedrun", "curve_at", "race_report",
-           "race_figure", "train_needle_finder", "with_window", "needle_accuracy", "cache_comparison",
+           "race_curves_figure", "train_needle_finder", "with_window", "needle_accuracy", "cache_comparison",
            "budget_summary_lines"]
 
 VARIANT = "  variant: ReLU^2 instead of SwiGLU"   # the ladder's eleventh configuration: ReLU^2 where SwiGLU was
@@ -195,7 +195,7 @@ def race_report(runs: list, curves: list) -> dict:
     return {"equal_s": equal_s, "course": (course_n, course_v), "modern": (modern_n, modern_v)}
 
 
-def race_figure(runs: list, curves: list, target: float, equal_s: float, plots):
+def race_curves_figure(runs: list, curves: list, target: float, equal_s: float, plots):
     """The live race's two curves against training seconds, the target and the equal-seconds line."""
     fig, ax = plots.new_figure(figsize=(6.4, 3.4))
     for run, curve in zip(runs, curves):
