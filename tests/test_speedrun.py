@@ -53,6 +53,30 @@ def test_accept_needs_every_seed_below_the_mean_and_the_t_test_and_three_seeds()
         rules.accept([50, float("nan"), 49], old)
 
 
+def test_the_rule_asks_p_below_0_01_and_its_false_record_rate_is_stated():
+    assert rules.ALPHA == 0.01
+    v = rules.accept([9.0, 9.1, 8.9], [10.0, 10.4, 9.6])              # every seed better, p between 0.01 and 0.05
+    assert 0.01 <= v.p < 0.05 and not v.accepted and "is not below 0.01" in v.reason
+    assert rules.accept([9.0, 9.1, 8.9], [10.0, 10.4, 9.6], alpha=0.05).accepted
+    now, old = rules.false_record_rate(0.01), rules.false_record_rate(0.05)
+    assert 0 < now[0] <= now[1] <= 0.012 and 0.03 < old[0] <= old[1] < 0.055   # simulated: near the t-test's alpha
+    text = rules.readme()
+    assert f"{100 * now[0]:.1f} %–{100 * now[1]:.1f} %" in text and f"{100 * old[0]:.1f} %–{100 * old[1]:.1f} %" in text
+    with pytest.raises(ValueError, match="values must be finite"):
+        rules.accept([1.0, 2.0, float("inf")], [1.0, 2.0, 3.0])
+
+
+def test_the_parity_benchmark_names_what_it_needs():
+    import subprocess
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "speedrun" / "nanogpt_parity.py"), "--quick"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "--nanogpt must name a checkout of nanoGPT" in out.stderr
+    rows = read_rows("speedrun_nanogpt_parity")
+    ms = {r["implementation"]: float(r["ms_per_step"]) for r in rows if r["section"] == "process"}
+    assert set(ms) == {"nanoGPT train.py", "book record 0"}
+    assert 0.9 < ms["book record 0"] / ms["nanoGPT train.py"] < 1.1    # recorded: record 0 costs what nanoGPT costs
+
+
 def _fake(slug, cpu, steps=(100, 100, 100), reached=True):
     rows = [dict(cpu_s=str(c), steps=str(s), reached=str(reached), last_val="1.88") for c, s in zip(cpu, steps)]
     return rules.Result(Entry(slug, slug, MODERN_CH10), rows, {})
@@ -70,6 +94,23 @@ def test_judge_walks_in_order_against_the_standing_record():
     assert cut[1][2] is None and "only 0 of its 3 seeds reached the target" in cut[1][1].reason
     with pytest.raises(ValueError, match="track must be one of"):
         rules.judge([], "wall")
+
+
+def test_a_time_record_across_sessions_must_also_win_its_duel(tmp_path):
+    a, b = _fake("a", [100, 101, 99]), _fake("b", [50, 51, 49])
+    a.prov["date"], b.prov["date"] = "2026-12-04T10:00:00+00:00", "2026-12-05T10:00:00+00:00"
+    walk = rules.judge([a, b], "time", results_dir=tmp_path)         # no duel recorded: no record yet
+    assert walk[1][2] is None and "must also win a duel (duel.py b a), not run yet" in walk[1][1].reason
+    assert rules.judge([a, b], "steps", results_dir=tmp_path)[1][2] is None   # steps: 100 vs 100, not better
+    duel = tmp_path / (rules.duel_name("b", "a") + ".csv")
+    for a_cpu, accepted in (([97, 99, 98], False), ([50, 51, 49], True)):
+        duel.write_text("seed,entry,reached,cpu_s\n" + "".join(f"{i},b,True,{c}\n{i},a,True,{x}\n" for i, (c, x) in
+                                                            enumerate(zip(a_cpu, [100, 101, 99]))))
+        walk = rules.judge([a, b], "time", results_dir=tmp_path)
+        assert (walk[1][2] == 1) is accepted and "in their duel" in walk[1][1].reason
+    recorded = [r for e in ENTRIES if (r := rules.load_result(e)) is not None]
+    lean = [v for r, v, n, _ in rules.judge(recorded, "time") if r.entry.slug == "cosine300-compiled-lean"]
+    assert lean and not lean[0].accepted and "in their duel" in lean[0].reason    # recorded: apart yes, duel no
 
 
 def test_entries_are_unique_and_begin_with_the_three_book_recipes():
