@@ -2,6 +2,7 @@
 """From chapter 7's recipe to a modern one, one change at a time: 3 seeds and a rate sweep per rung. Chapter 10.
 
     python benchmarks/modern_ladder.py            # the recorded ladder (about 35 minutes on 2 idle CPU cores)
+    python benchmarks/modern_ladder.py --bracket  # add one rate beyond the edge where a rung's best rate sits there
     python benchmarks/modern_ladder.py --quick    # a smoke test of the harness, no claims, writes nothing
 
 Every rung is the rung before plus one change (book.train.GPTRecipe options): RMSNorm, SwiGLU at equal
@@ -26,6 +27,11 @@ of the hidden matrices' change over those 20 steps. The runs go to --workers pro
 Time is a separate measurement: every rung trains 10 steps at a time in turns in ONE process (one thread), six
 rounds after one warm-up round, so load hits every rung alike; a rung's cost is its median CPU milliseconds per
 step. A rung's time to the target is its steps times that cost.
+
+--bracket reads the recorded ladder and, for every rung whose best rate is the lowest (highest) it tried, trains
+that rung's 3 seeds at half the lowest (twice the highest) rate, with the recorded settings; the runs are added to
+the recorded tables (the cost table stays), and the provenance keeps the earlier runs' under "earlier". Run it
+again until no rung's best rate sits on an edge.
 
 Writes book/results/modern_ladder.csv (one row per run: rung, rate, seed, params, reached, steps, cpu_s, last_val,
 diverged, attn_logit_max, ffn_act_rms_max, update_rel_mean), modern_ladder_curves.csv (every evaluation),
@@ -169,8 +175,11 @@ def main(argv=None) -> None:
     p.add_argument("--coarse", type=int, default=60, help="steps between evaluations far from the target")
     p.add_argument("--margin", type=float, default=0.1, help="evaluate every 10 steps within this of the target")
     p.add_argument("--workers", type=int, default=2, help="processes (each with --threads torch threads)")
+    p.add_argument("--bracket", action="store_true", help="add a rate beyond each edge optimum to the recorded ladder")
     args = p.parse_args(argv)
     started = time.perf_counter()
+    if args.bracket:
+        return bracket(args, argv, started)
     if args.quick:
         args.steps, args.coarse, args.eval_batches = 12, 4, 1
         args.rates, args.muon_rates, args.seeds, args.workers = args.rates[:1], args.muon_rates[:1], [1337], 1
@@ -207,6 +216,52 @@ def main(argv=None) -> None:
                extra={"target": TARGET, "rates": args.rates, "muon_rates": args.muon_rates})
     print(f"rungs={len(rungs) - 1} runs={len(rows)} first_steps={mean_steps[rungs[0].name]:.1f} "
           f"last_steps={mean_steps[rungs[-2].name]:.1f}")
+
+
+def bracket(args, argv, started) -> None:
+    """--bracket: one more rate beyond the edge for every rung whose best recorded rate is an edge, appended."""
+
+    from book.results import provenance, read_rows
+
+    earlier = provenance("modern_ladder")
+    for name in ("steps", "coarse", "margin", "seeds", "eval_batches", "threads"):
+        setattr(args, name, earlier["args"][name])   # the recorded settings, whatever the command line says
+    old = {f: read_rows(f) for f in ("modern_ladder", "modern_ladder_curves", "modern_ladder_probes",
+                                     "modern_ladder_cost")}
+    rungs = {r.name: r for r in ladder(args.steps)}
+    jobs = []
+    for name, b in ladder_best(old["modern_ladder"]).items():
+        tried = sorted(b["by_rate"])
+        if not b["edge"]:
+            continue
+        rate = tried[0] / 2 if b["rate"] == tried[0] else tried[-1] * 2
+        jobs += [(at_rate(rungs[name], rate), rate, seed, args.coarse, args.margin, args.eval_batches * 64)
+                 for seed in args.seeds]
+    print(f"bracketing {len(jobs) // len(args.seeds)} rungs: "
+          + ", ".join(f"{j[0].name} at {j[1]:g}" for j in jobs[::len(args.seeds)]), flush=True)
+    if not jobs:
+        return
+    if args.quick:   # one tiny run of the first job: the harness, nothing written
+        _init(args.threads)
+        job = jobs[0]
+        train_one((dataclasses.replace(job[0], steps=12, warmup=2), job[1], job[2], 4, job[4], 64))
+        return
+    with mp.get_context("spawn").Pool(args.workers, _init, (args.threads,)) as pool:
+        out = pool.map(train_one, jobs, chunksize=1)
+    rows = old["modern_ladder"] + [o[0] for o in out]
+    tables = {"modern_ladder.csv": (FIELDS, rows),
+              "modern_ladder_curves.csv": (CURVE_FIELDS, old["modern_ladder_curves"] + [c for o in out for c in o[1]]),
+              "modern_ladder_probes.csv": (PROBE_FIELDS, old["modern_ladder_probes"] + [q for o in out for q in o[2]]),
+              "modern_ladder_cost.csv": (COST_FIELDS, old["modern_ladder_cost"])}
+    new_rates = {"rates": {j[1] for j in jobs if j[0].optimizer != "muon"},
+                 "muon_rates": {j[1] for j in jobs if j[0].optimizer == "muon"}}
+    record("modern_ladder", tables, None, args, args.seeds, started, __file__, argv,
+           extra={"target": TARGET, **{k: sorted(set(earlier[k]) | v) for k, v in new_rates.items()},
+                  "bracketed": [dict(rung=j[0].name, rate=j[1]) for j in jobs[::len(args.seeds)]],
+                  "earlier": earlier})
+    best = ladder_best(rows)
+    for name, b in best.items():
+        print(f"{name:36s} best rate {b['rate']:<6g} edge {b['edge']} reached {b['reached']}/{b['seeds']}")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from typing import Dict, List, Optional
 
 from book.checks import positive_int, positive_number
 
-__all__ = ["RESULTS_DIR", "read_rows", "provenance", "sha256_of", "regenerate_command", "stale_reason",
+__all__ = ["RESULTS_DIR", "range_verdict", "read_rows", "provenance", "sha256_of", "regenerate_command", "stale_reason",
            "budget_summary", "budget_table", "left_plateau",
            "seed_span", "value_range", "ladder_best"]
 
@@ -140,6 +140,27 @@ def _seed_values(values, name: str, allow_none: bool = False) -> list:
             raise ValueError(f"{name} holds {v} at seed {i}: a diverged run? A verdict over seeds needs finite values;"
                              " report the diverged seed separately")
     return values
+
+
+def range_verdict(new, old) -> str:
+    """Two configurations' per-seed costs to a target (steps or seconds; None = never reached; lower is better) ->
+    "pays" when every seed of `new` beats every seed of `old` (or only `new` always reaches the target), "costs" in
+    the reverse case, else "within the spread". A difference counts only beyond the seeds' spread. Chapters 7 and 10."""
+    new, old = _seed_values(new, "new", allow_none=True), _seed_values(old, "old", allow_none=True)
+    if not new or not old:
+        raise ValueError(f"need at least one seed on each side, got {len(new)} and {len(old)}")
+    miss_new, miss_old = sum(v is None for v in new), sum(v is None for v in old)
+    if miss_new or miss_old:
+        if miss_new == 0:
+            return "pays"
+        if miss_old == 0:
+            return "costs"
+        return "within the spread"
+    if max(new) < min(old):
+        return "pays"
+    if min(new) > max(old):
+        return "costs"
+    return "within the spread"
 
 
 def seed_span(values, fmt: str = "{:.0%}") -> str:

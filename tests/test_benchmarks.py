@@ -51,5 +51,30 @@ def test_modern_ladder_adds_one_change_per_rung():
     assert int(fields["rungs"]) == len(rungs) - 1 and int(fields["runs"]) == len(rungs)   # --quick: 1 rate, 1 seed
     assert 0 < float(fields["first_steps"]) <= 12 and 0 < float(fields["last_steps"]) <= 12
     assert "cost chapter 7 recipe" in out.stdout and "best rate" in out.stdout
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "modern_ladder.py"), "--bracket", "--quick"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "wrote" not in out.stdout and ("bracketing 0 rungs" in out.stdout or "rate" in out.stdout.splitlines()[-1])
 
 
+
+
+def test_course_ladder_adds_the_course_changes_one_at_a_time_and_its_report_reads_them(tmp_path):
+    from nbtools import quick_benchmark
+
+    from book.chapters.ch07 import check_and_glue_course_ladder
+
+    stdout, last = quick_benchmark("course_ladder.py")
+    assert len(last) == 5 and "wrote" not in stdout and all("@" in v for v in last.values())
+    rungs = ["nanoGPT CPU recipe", "+ lr", "+ 2 layers", "+ batch 32", "+ 600-step"]
+    steps = {"nanoGPT CPU recipe": [None] * 3, "+ lr": [900, 950, 1000], "+ 2 layers": [850, 1000, 1100],
+             "+ batch 32": [500, 520, 540], "+ 600-step": [450, 480, 500]}
+    (tmp_path / "course_ladder.csv").write_text("rung,seed,reached,steps,last_val\n" + "".join(
+        f"{r},{s},{v is not None},{v or 2000},1.9\n" for r in rungs for s, v in enumerate(steps[r])))
+    (tmp_path / "course_ladder_cost.csv").write_text("rung,ms_per_step\n" + "".join(
+        f"{r},{ms}\n" for r, ms in zip(rungs, (60, 62, 33, 85, 85))))
+    out = check_and_glue_course_ladder(tmp_path)
+    assert out["+ 2 layers"] == ([850, 1000, 1100], 33.0)
+    (tmp_path / "course_ladder_cost.csv").write_text("rung,ms_per_step\nnanoGPT CPU recipe,60\n")
+    with pytest.raises(AssertionError, match="five rungs"):
+        check_and_glue_course_ladder(tmp_path)

@@ -72,3 +72,19 @@ def test_repeat_batch_rejects_bad_arguments():
         repeat_batch(2, 10, min_len=5, max_len=4)
     with pytest.raises(ValueError, match="batch_size must be a positive int"):
         repeat_batch(0, 10)
+
+
+def test_the_residual_stream_keeps_each_positions_character_and_a_plain_stack_loses_it():
+    from book.chapters.ch06 import token_in_stream
+
+    torch.manual_seed(0)
+    fit, test = torch.randint(0, 20, (64, 16)), torch.randint(0, 20, (64, 16))
+    shares = {}
+    for residual in (True, False):
+        torch.manual_seed(0)
+        lm = BlockLM(20, 16, 32, 3, 4, use_ffn=True, residual=residual, use_norm=False)
+        shares[residual] = token_in_stream(lm, fit, test)
+    assert len(shares[True]) == 4 and shares[True][0] > 0.95 and shares[False][0] > 0.95   # the embeddings: all there
+    assert shares[True][-1] > 0.9 and shares[False][-1] < 0.6    # three blocks later, only the residual stack keeps it
+    with pytest.raises(ValueError, match="windows"):
+        token_in_stream(lm, fit[:0], test)

@@ -38,3 +38,17 @@ def test_range_verdict_calls_a_difference_only_beyond_the_spread():
     assert range_verdict([None, 200, 220], [300, None, 320]) == "within the spread"
     with pytest.raises(ValueError, match="at least one seed"):
         range_verdict([], [1])
+
+
+def test_the_bracketing_glue_counts_the_added_rates_and_the_edges_left():
+    from book.chapters.ch10 import glue_bracketing
+
+    rows = [dict(rung="a", rate=r) for r in ("0.004", "0.008", "0.016", "0.002", "0.002", "0.001")]
+    from book.utils import GLUED
+
+    assert glue_bracketing(rows, {"a": {"edge": False}, "b": {"edge": True}}) == 1
+    assert GLUED["ch10_lad_bracket"]["value"] == "2 runs at 0.002; 1 run at 0.001"
+    assert GLUED["ch10_lad_edge_words"]["value"].startswith("In 1 of the 2 configurations the best rate is still")
+    assert glue_bracketing(rows[:3], {"a": {"edge": False}}) == 0
+    assert GLUED["ch10_lad_bracket"]["value"] == "none was needed"
+    assert GLUED["ch10_lad_edge_words"]["value"].startswith("Every rung's best rate now has")

@@ -384,7 +384,7 @@ def readme(results_dir: Optional[Path] = None) -> str:
     dates = sorted(r.prov["date"][:10] for r in results)
     lines += ["", f"Measured on {where}, from {dates[0]} to {dates[-1]}"
                   + (" (times from different machines do not compare)" if len(machines) > 1 else "")
-                  + f". {RECORDING} Each entry's provenance (command, commit, date, wall time) is in "
+                  + f". {_recording(results)} Each entry's provenance (command, commit, date, wall time) is in "
                   "`book/results/speedrun_<entry>.json`.", ""]
     return "\n".join(lines)
 
@@ -400,6 +400,15 @@ def _false_records(judged: int) -> dict:
         some = [100 * (1 - (1 - rate) ** judged) for rate in (equal, worst)]
         words["any_false" + key] = f"{some[0]:.0f} %–{some[1]:.0f} %"
     return words
+
+
+def _recording(results: Sequence[Result]) -> str:
+    """How the entries were recorded: the first session's words, and which entries came in later sessions."""
+    first = _day(results[0])
+    later = [f"`{r.entry.slug}` ({_day(r)})" for r in results if _day(r) != first]
+    return RECORDING.replace("The entries were", f"The entries of {first} were") + (
+        " Recorded in later sessions, beside other work: " + ", ".join(later) + "; rule (4) judges them by their "
+        "duels." if later else "")
 
 
 RECORDING = ("The entries were recorded two at a time, one process per core, so every entry ran beside another "

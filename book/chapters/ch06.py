@@ -222,8 +222,9 @@ def check_gpt3_without_residuals(depths, plain_grads, n_blocks: int = 96) -> flo
 
 
 _WARM_KEYS = {"Post-Norm, no warmup": "post_cold", "Post-Norm, warmup": "post_warm", "Pre-Norm, no warmup": "pre_cold"}
-_WARM_COLOURS = {"Post-Norm, no warmup": "tab:blue", "Post-Norm, warmup": "tab:cyan",   # Post-Norm blue, as in
+_WARM_COLOURS = {"Post-Norm, no warmup": "tab:blue", "Post-Norm, warmup": "tab:green",  # Post-Norm blue, as in
                  "Pre-Norm, no warmup": "tab:orange"}                                  # the gradient figure
+FAILS_ABOVE_BIGRAM = 0.75   # a warmup run "fails" when it ends more than this many bits above the count bigram
 
 
 def warmup_record(bigram_bpc: float) -> dict:
@@ -256,13 +257,26 @@ def warmup_record(bigram_bpc: float) -> dict:
     for lr in lrs:
         for run in runs:
             print(f"  lr {lr:g}  {run:24s} {min(final[lr, run]):.3f} to {max(final[lr, run]):.3f}")
-    lr = lrs[0]
+    fails = lambda v: v > bigram_bpc + FAILS_ABOVE_BIGRAM
+
+    def state(vals):
+        k = sum(not fails(v) for v in vals)
+        return "trains on every seed" if k == len(vals) else "fails on every seed" if k == 0 else \
+            f"trains on {k} of {len(vals)} seeds"
+    story = [f"at {r:g}, Post-Norm {state(final[r, 'Post-Norm, no warmup'])} without warmup and "
+             f"{state(final[r, 'Post-Norm, warmup'])} with it; Pre-Norm {state(final[r, 'Pre-Norm, no warmup'])}"
+             for r in lrs]
+    glue("ch6_rec_warm_story", "; ".join(story))
+    glue("ch6_rec_fail_margin", f"{FAILS_ABOVE_BIGRAM:g}")
+    deciding = [r for r in lrs if all(map(fails, final[r, "Post-Norm, no warmup"]))
+                and not any(map(fails, final[r, "Post-Norm, warmup"]))]
+    lr = deciding[0] if deciding else lrs[-1]          # where warmup decides the outcome, else the highest rate
+    glue("ch6_rec_warm_decides", (f"At {lr:g} warmup decides the outcome: without it Post-Norm fails on every seed, "
+                                  "with it Post-Norm trains on every seed.") if deciding else
+         "No rate we recorded lets warmup decide the outcome: where Post-Norm fails without warmup, it fails with it.")
     fin = {run: final[lr, run] for run in runs}
     for run in runs:
         glue(f"ch6_rec_{_WARM_KEYS[run]}", value_range(min(fin[run]), max(fin[run])))
-    best = min((float(r["val_bpc"]), int(r["step"])) for r in rows if r["run"] == "Post-Norm, warmup")
-    glue("ch6_rec_post_warm_best", f"{best[0]:.2f}")
-    glue("ch6_rec_post_warm_best_step", best[1])
     # warmup against no warmup, Post-Norm, same seed: a clear gain (> 0.05 bits) or a tie
     gain = [c - w for c, w in zip(fin["Post-Norm, no warmup"], fin["Post-Norm, warmup"])]
     clear = [g > 0.05 for g in gain]
@@ -271,18 +285,22 @@ def warmup_record(bigram_bpc: float) -> dict:
     claim(all(g > -0.05 for g in gain), f"warmup never clearly hurts Post-Norm here: gains {gain}")
     if all(clear):
         sentence = f"ahead of no warmup on every seed, by {value_range(min(gain), max(gain))} bits"
+    elif not any(clear):
+        sentence = f"level with no warmup on every seed ({'; '.join(ties)} bits)"
     else:
         sentence = (f"ahead of no warmup on {sum(clear)} of {len(gain)} seeds (by "
                     f"{value_range(min(g for g in gain if g > 0.05), max(gain))} bits) and level on the other"
                     f"{'s' if len(ties) > 1 else ''} ({'; '.join(ties)} bits)")
     glue("ch6_rec_warm_vs_cold", sentence)
     pre, post_best = fin["Pre-Norm, no warmup"], [min(a, b) for a, b in zip(*(fin[k] for k in list(_WARM_KEYS)[:2]))]
-    claim(max(pre) < min(post_best) - 0.5, f"Pre-Norm {pre} ahead of Post-Norm, warmup or not, {post_best}")
+    if not deciding:   # at the rate where Post-Norm fails either way, Pre-Norm trains
+        claim(max(pre) < min(post_best) - 0.5, f"Pre-Norm {pre} ahead of Post-Norm, warmup or not, {post_best}")
     glue("ch6_rec_warm_lr", f"{lr:g}")
+    glue("ch6_rec_warm_lrs", ", ".join(f"{r:g}" for r in lrs[:-1]) + f" and {lrs[-1]:g}" if len(lrs) > 1 else f"{lr:g}")
     glue("ch6_rec_warm_layers", W["warm_layers"])
     glue("ch6_rec_warm_steps", W["warm_steps"])
     glue("ch6_rec_warm_warmup", W["warm_warmup"])
-    return {"final": fin, "fig": fig, "lr": lr}
+    return {"final": fin, "fig": fig, "lr": lr, "decides": bool(deciding), "by_rate": final}
 
 
 def check_live_warmup(live_bpc: Dict[str, float], rec: dict) -> None:
@@ -577,4 +595,56 @@ def top_contexts(unit_act: torch.Tensor, windows: torch.Tensor, tok, k: int = 5,
     for j in unit_act.flatten().topk(k).indices.tolist():
         b, t = divmod(j, T)
         out.append(tok.decode(windows[b, max(0, t - width + 1):t + 1].tolist()).replace("\n", "⏎"))
+    return out
+
+
+@torch.no_grad()
+def token_in_stream(model, train_windows: torch.Tensor, test_windows: torch.Tensor) -> list:
+    """Does the residual stream still hold each position's own input character? For the stream after the
+    embeddings and after each block (BlockLM's return_stream), a linear read-out (least squares onto the one-hot
+    of the input character, fitted on train_windows) is scored on test_windows: the share of positions whose
+    character it names. Returns one share per stream (n_layers + 1). The seeds' "the residual keeps early
+    information", measured. Chapter 6."""
+    positive_int(windows=min(len(train_windows), len(test_windows)))
+    model.eval()
+    V = model.vocab_size
+    fit_streams, test_streams = model(train_windows, return_stream=True)[1], model(test_windows, return_stream=True)[1]
+    target = F.one_hot(train_windows.flatten(), V).float()
+    shares = []
+    with_bias = lambda h: torch.cat([h.flatten(0, 1), torch.ones(h.shape[0] * h.shape[1], 1, device=h.device)], dim=1)
+    for h_fit, h_test in zip(fit_streams, test_streams):
+        w = torch.linalg.lstsq(with_bias(h_fit), target).solution      # (C + 1, V): the read-out, with a bias
+        b = with_bias(h_test)
+        shares.append(((b @ w).argmax(-1) == test_windows.flatten()).float().mean().item())
+    return shares
+
+
+def check_and_glue_token_in_stream(ladder: dict, flags: dict, vocab_size: int, sizes: dict, fit_windows, test_windows,
+                                   device=None) -> dict:
+    """token_in_stream for the "+ FFN" rung (no residuals) and the "+ residual" rung, untrained (seed 0, the
+    ladder's initialisation) and trained (the live ladder's models). Prints a table, asserts what holds at
+    initialisation on any machine, and glues the last stream's shares. Returns {(rung, "init"|"trained"): shares}."""
+    from ..blocks import BlockLM
+    from ..utils import seed_everything
+
+    out = {}
+    for rung in ("+ FFN", "+ residual"):
+        seed_everything(0)
+        init = BlockLM(vocab_size, sizes["context_len"], sizes["d_model"], sizes["n_layers"], **flags[rung]).to(device)
+        out[rung, "init"] = token_in_stream(init, fit_windows, test_windows)
+        out[rung, "trained"] = token_in_stream(ladder[rung][0], fit_windows, test_windows)
+    print("share of positions whose own character a linear read-out finds in the stream")
+    heads = ["embeddings"] + [f"block {i}" for i in range(1, sizes["n_layers"] + 1)]
+    print(f"{'':26s}" + "".join(f"{h:>12s}" for h in heads))
+    for (rung, when), shares in out.items():
+        print(f"{rung + ', ' + when:26s}" + "".join(f"{v:12.0%}" for v in shares))
+    no_res, res = out["+ FFN", "init"][-1], out["+ residual", "init"][-1]
+    claim(no_res < 0.5 < 0.9 < res, f"untrained, the stack without residuals loses the character ({no_res:.0%}) and "
+                                    f"the residual stack keeps it ({res:.0%})")
+    claim(out["+ FFN", "trained"][-1] > no_res + 0.2, "training teaches the stack without residuals to carry the "
+                                                       f"character: {out['+ FFN', 'trained'][-1]:.0%}")
+    glue("ch6_keep_init_plain", f"{no_res:.0%}")
+    glue("ch6_keep_init_res", f"{res:.0%}")
+    for rung, key in (("+ FFN", "plain"), ("+ residual", "res")):
+        glue(f"ch6_keep_trained_{key}", f"{out[rung, 'trained'][-1]:.0%}", tol=8, spread="glue_spread", margin=2)
     return out

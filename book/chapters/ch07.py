@@ -265,6 +265,52 @@ def check_and_glue_race(results_dir: Optional[Path] = None) -> dict:
     return last
 
 
+def check_and_glue_course_ladder(results_dir: Optional[Path] = None) -> dict:
+    """benchmarks/course_ladder.py's record: nanoGPT's recipe -> the course recipe, one change at a time, 3 seeds.
+    Prints each rung's steps to the target, its cost per step and its time (steps x cost), and each rung against the
+    one before by book.results.range_verdict (a difference counts only beyond the seeds' spread); glues the table's
+    verdicts whole. Returns {rung: (steps per seed, None = never reached; ms per step)}."""
+    from ..results import range_verdict, read_rows, seed_span
+    from ..utils import claim, glue
+
+    rows, cost = read_rows("course_ladder", results_dir), read_rows("course_ladder_cost", results_dir)
+    ms = {c["rung"]: float(c["ms_per_step"]) for c in cost}
+    rungs = {}
+    for r in rows:
+        rungs.setdefault(r["rung"], []).append(int(r["steps"]) if r["reached"] == "True" else None)
+    claim(list(rungs) == list(ms) and len(rungs) == 5 and all(len(v) >= 3 for v in rungs.values()),
+          f"five rungs with at least 3 seeds each, and a cost for each: {list(rungs)}, {list(ms)}")
+
+    def span(values, fmt):
+        hit = [v for v in values if v is not None]
+        return seed_span(hit, fmt) if len(hit) == len(values) else f"{len(hit)} of {len(values)} seeds"
+
+    print(f"{'rung':34s}{'steps to the target':>22s}{'ms/step':>9s}{'seconds':>17s}   steps / time")
+    verdicts, names = {}, list(rungs)
+    for i, name in enumerate(names):
+        secs = [None if v is None else v * ms[name] / 1e3 for v in rungs[name]]
+        v = ""
+        if i:
+            before = names[i - 1]
+            old_secs = [None if x is None else x * ms[before] / 1e3 for x in rungs[before]]
+            verdicts[name] = (range_verdict(rungs[name], rungs[before]), range_verdict(secs, old_secs))
+            v = " / ".join("within" if x == "within the spread" else x for x in verdicts[name])
+        print(f"{name:34s}{span(rungs[name], '{:.0f}'):>22s}{ms[name]:9.1f}{span(secs, '{:.0f}'):>17s}   {v}")
+    words = {"pays": "saved time", "costs": "cost time", "within the spread": "changed the time by less than the "
+                                                                             "seeds' spread"}
+    for i, name in enumerate(names[1:], 1):
+        glue(f"ch7_cl_{i}", f"{name.lstrip('+ ')}: {words[verdicts[name][1]]}")
+    def reach(values):
+        hit = [v for v in values if v is not None]
+        if len(hit) == len(values):
+            return f"reaches it in {span(values, '{:.0f}')} steps"
+        return f"reaches it on {len(hit)} of its {len(values)} seeds" if hit else \
+            f"never reaches it ({len(values)} seeds, their whole runs count)"
+    glue("ch7_cl_first", reach(rungs[names[0]]))
+    glue("ch7_cl_last", reach(rungs[names[-1]]))
+    return {n: (rungs[n], ms[n]) for n in names}
+
+
 def check_and_glue_run(hist, recipe, val_nats: float, count: dict, n_train: int, gpu_sized: bool) -> int:
     """The course GPT's run: asserts it passes nanoGPT's final loss and keeps going, comes within 0.35 bits of the
     count table (and, on the CPU recipe, stays above it); measures the validation-minus-training gap before any text
@@ -373,6 +419,14 @@ def check_and_glue_board(results_dir: Optional[Path] = None) -> dict:
     ax.minorticks_off()
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    top = budgets[-1]                        # the largest budget, zoomed: every seed of every model
+    zoom = ax.inset_axes([0.55, 0.46, 0.42, 0.40])
+    for i, m in enumerate(neural):
+        zoom.plot([i] * len(seeds_of(m, top)), seeds_of(m, top), "o", ms=3, color=COLORS.get(m))
+    zoom.set_xticks(range(len(neural)), [m.split(" (")[0] for m in neural], fontsize=6, rotation=20)
+    zoom.set_title(f"at {top:g} s, every seed", fontsize=7)
+    zoom.tick_params(labelsize=6)
+    zoom.grid(alpha=0.3)
 
     print(f"recorded by {prov['script']} on {prov['date'][:10]}, {prov['wall_s'] / 60:.0f} min on 2 cores")
     print(f"    ({prov['cpu']}, one thread per run); seeds {prov['seeds']}")

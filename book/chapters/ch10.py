@@ -11,10 +11,10 @@ import torch
 import torch.nn.functional as F
 
 from ..checks import optional_positive_int, positive_int
-from ..results import _seed_values, seed_span
+from ..results import range_verdict, seed_span
 from ..utils import claim, glue
 
-__all__ = ["needle_batch", "range_verdict", "VARIANT", "machine_line", "ladder_seconds", "seed_range",
+__all__ = ["needle_batch", "range_verdict", "probe_figure", "VARIANT", "machine_line", "ladder_seconds", "seed_range",
            "ladder_verdicts", "print_ladder", "print_speedrun", "glue_speedrun", "curve_at", "race_report",
            "race_curves_figure", "train_needle_finder", "with_window", "needle_accuracy", "cache_comparison",
            "budget_summary_lines"]
@@ -46,27 +46,6 @@ def needle_batch(batch_size: int, seq_len: int, n_values: int = 8,
     return x, y, k
 
 
-def range_verdict(new, old) -> str:
-    """Two configurations' per-seed costs to a target (steps or seconds; None = never reached; lower is better) ->
-    "pays" when every seed of `new` beats every seed of `old` (or only `new` always reaches the target), "costs" in
-    the reverse case, else "within the spread". A difference counts only beyond the seeds' spread. Chapter 10."""
-    new, old = _seed_values(new, "new", allow_none=True), _seed_values(old, "old", allow_none=True)
-    if not new or not old:
-        raise ValueError(f"need at least one seed on each side, got {len(new)} and {len(old)}")
-    miss_new, miss_old = sum(v is None for v in new), sum(v is None for v in old)
-    if miss_new or miss_old:
-        if miss_new == 0:
-            return "pays"
-        if miss_old == 0:
-            return "costs"
-        return "within the spread"
-    if max(new) < min(old):
-        return "pays"
-    if min(new) > max(old):
-        return "costs"
-    return "within the spread"
-
-
 def machine_line(prov: dict) -> str:
     """A recorded result's provenance -> "CPU with N cores, on YYYY-MM-DD" (which machine its seconds belong to)."""
     return f"{prov['cpu'].replace('(R)', '')} with {prov['cpu_cores']} cores, on {prov['date'][:10]}"
@@ -94,16 +73,39 @@ def ladder_verdicts(best: dict, cost: dict) -> dict:
             for n, b in before.items()}
 
 
+SWEEP = (0.004, 0.008, 0.016, 0.025, 0.05, 0.1)   # the ladder's first sweep: AdamW's three rates, then Muon's
+
+
+def glue_bracketing(rows: list, best: dict) -> int:
+    """The rates the ladder added beyond its first sweep (benchmarks/modern_ladder.py --bracket: half the lowest
+    rate, where a rung's best sat there) and whether every best rate now has a tried rate on each side. Glues
+    ch10_lad_bracket (what was added) and ch10_lad_edge_words (a sentence chosen by the count). Returns the
+    number of rungs whose best rate is still an edge of its sweep."""
+    extra = {}
+    for r in rows:
+        if float(r["rate"]) not in SWEEP:
+            extra[float(r["rate"])] = extra.get(float(r["rate"]), 0) + 1
+    edges = sum(b["edge"] for b in best.values())
+    glue("ch10_lad_bracket", "; ".join(f"{n} run{'s' * (n != 1)} at {rate:g}"
+                                      for rate, n in sorted(extra.items(), reverse=True))
+         if extra else "none was needed")
+    glue("ch10_lad_edge_words", "Every rung's best rate now has a rate tried on each side of it." if not edges else
+         f"In {edges} of the {len(best)} configurations the best rate is still at an edge of the rates tried, so "
+         "another rate might do better still.")
+    return edges
+
+
 def print_ladder(best: dict, cost: dict, verdict: dict, prov: dict) -> None:
     """The recorded ladder's two tables: the sweep (seeds at the target and mean steps per rate), then each rung at
     its best rate, with its verdicts against the rung before."""
     short = {"pays": "pays", "costs": "costs", "within the spread": "within"}
-    print("The sweep: seeds at the target, and their mean steps, at each rate")
-    print(f"{'rung':30s}{'rate 1':^11s}{'rate 2':^11s}{'rate 3':^11s}  best rate")
+    print("The sweep: seeds at the target, and their mean steps, at each rate (lowest first)")
+    width = max(len(b["by_rate"]) for b in best.values())
+    print(f"{'rung':30s}" + "".join(f"rate {i + 1}".center(11) for i in range(width)) + "  best rate")
     for n, b in best.items():
-        sweep = "".join((f"{k}/{b['seeds']} {m:4.0f}" if m else f"{k}/{b['seeds']}  ---").center(11)
-                        for k, m, _ in b["by_rate"].values())
-        print(f"{n.replace('variant: ', ''):30.30s}{sweep}  {b['rate']:g}")
+        cells = [(f"{k}/{b['seeds']} {m:4.0f}" if m else f"{k}/{b['seeds']}  ---").center(11)
+                 for k, m, _ in (b["by_rate"][r] for r in sorted(b["by_rate"]))]
+        print(f"{n.replace('variant: ', ''):30.30s}{''.join(cells).ljust(11 * width)}  {b['rate']:g}")
     print("rates: AdamW's peak", ", ".join(f"{r:g}" for r in prov["rates"]), "| Muon's",
           ", ".join(f"{r:g}" for r in prov["muon_rates"]))
     print("\nAt the best rate: to the target, and against the rung before (beyond the seeds' spread or within)")
@@ -126,10 +128,28 @@ def print_speedrun(speedrun: list, rules: dict, width: int = 100) -> None:
         print(textwrap.fill(r["time_verdict"], width, initial_indent=" " * 8, subsequent_indent=" " * 8))
 
 
-def glue_speedrun(speedrun: list, machine: str) -> None:
+def glue_speedrun(speedrun: list, machine: str, rules: dict) -> None:
     """The glues of the speedrun's table (recorded data, read): the standing record, its ratio to record 0, the
-    negative results, and the ReLU^2 entry against SwiGLU's (exercise 3)."""
+    negative results, the ReLU^2 entry against SwiGLU's (exercise 3), the rule's p and false-record rate, and
+    what record 0's step costs against nanoGPT's own (benchmarks/speedrun/nanogpt_parity.py)."""
+    from ..results import provenance, read_rows
+
     records = [r for r in speedrun if r["time_record"]]
+    glue("ch10_sr_alpha", f"{rules['alpha']:g}")
+    (equal, worst), judged = rules["false_record_rate"], rules["judged"]
+    claim(judged == len(speedrun) - 1, f"every entry after record 0 was judged once: {judged}")
+    glue("ch10_sr_frr", f"{100 * equal:.1f} %–{100 * worst:.1f} %")
+    glue("ch10_sr_judged", judged)
+    glue("ch10_sr_false_expected", f"{judged * equal:.2f}–{judged * worst:.2f}")
+    old_equal, old_worst = rules["false_record_rate_at_0.05"]
+    glue("ch10_sr_false_expected_old", f"{judged * old_equal:.1f}–{judged * old_worst:.1f}")
+    parity = {r["implementation"]: float(r["ms_per_step"]) for r in read_rows("speedrun_nanogpt_parity")
+              if r["section"] == "process"}
+    ng, bk = parity["nanoGPT train.py"], parity["book record 0"]
+    glue("ch10_parity_nanogpt_ms", f"{ng:.1f}")
+    glue("ch10_parity_book_ms", f"{bk:.1f}")
+    glue("ch10_parity_ratio", f"{bk / ng:.2f}")
+    glue("ch10_parity_commit", provenance("speedrun_nanogpt_parity")["nanogpt_commit"][:8])
     claim(records[0]["entry"] == "nanogpt" and int(records[0]["reached"]) == 0,
           f"record 0 is the nanoGPT recipe, which never reached the target: {records[0]}")
     glue("ch10_sr_machine", machine)
@@ -195,6 +215,33 @@ def race_report(runs: list, curves: list) -> dict:
     return {"equal_s": equal_s, "course": (course_n, course_v), "modern": (modern_n, modern_v)}
 
 
+PROBE_QUANTITIES = [("attn_logit_max", "largest attention logit", (1, 3000)),
+                    ("ffn_act_rms", "FFN activation RMS", (0.05, 100)),
+                    ("update_rel", "change of the hidden\nmatrices per 20 steps", (0.02, 5))]   # the same axes always
+
+
+def probe_figure(probes: list, best: dict, rung: str, plots, every: int = 20):
+    """One rung of the recorded ladder from inside (book/results/modern_ladder_probes.csv): the three probes
+    against the step, one colour per rate tried, one line per seed. A line breaks where probes (every `every`
+    steps) are missing and ends where the run stopped."""
+    fig, axes = plots.new_figure(figsize=(8.4, 2.9), ncols=3)
+    for ax, (q, label, ylim) in zip(axes, PROBE_QUANTITIES):
+        for i, rate in enumerate(sorted(best[rung]["by_rate"])):
+            for seed in sorted({p["seed"] for p in probes}):
+                pts = [(int(p["step"]), float(p[q])) for p in probes
+                       if p["rung"] == rung and float(p["rate"]) == rate and p["seed"] == seed]
+                gaps = [j for j in range(1, len(pts)) if pts[j][0] - pts[j - 1][0] > every]
+                for part in (pts[a:b] for a, b in zip([0] + gaps, gaps + [len(pts)])):
+                    ax.plot(*zip(*part), color=f"C{i}", lw=1, alpha=0.8,
+                            label=f"rate {rate:g}" if seed == "1337" and part[0] == pts[0] else None)
+        ax.set(xlabel="step", title=label, yscale="log", ylim=ylim, xlim=(0, 610))
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    fig.suptitle(f"{rung.strip()}: every rate tried, three seeds each (a line ends where the run stopped)",
+                 fontsize=10)
+    return fig
+
+
 def race_curves_figure(runs: list, curves: list, target: float, equal_s: float, plots):
     """The live race's two curves against training seconds, the target and the equal-seconds line."""
     fig, ax = plots.new_figure(figsize=(6.4, 3.4))
@@ -203,7 +250,8 @@ def race_curves_figure(runs: list, curves: list, target: float, equal_s: float, 
     ax.axhline(target, color="black", lw=0.8, ls=":", label="target (a recorded nanoGPT-recipe run's final loss)")
     ax.axvline(equal_s, color="grey", lw=0.8, label="equal seconds (the shorter run's end)")
     ax.set(xlabel="training seconds", ylabel="validation loss (nats)",
-           title="Live race on this machine: the same steps, on the clock", ylim=(1.7, 2.8))
+           title="Live race on this machine: the same steps, on the clock",
+           ylim=(1.7, max(2.8, 0.05 + max(v for curve in curves for *_, v in curve))))   # every point shown
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper right")
     return fig
