@@ -21,6 +21,7 @@ Two experiments, each with seeds 0, 1, 2 (--seeds), on one thread:
    same for all; not tuned: a rate chosen high, where the placement of the norm should matter), --warm-steps
    steps, cosine decay; validation bits/char every --warm-steps / 10 steps.
 
+--parts warmup --warm-lrs R ... --append adds runs at more rates to the recorded warmup table.
 --parts ladder / --parts warmup run one experiment each (block_ladder.json, block_ladder_warmup.json record them
 separately, so the two can run as two processes). The last line:
     ladder:<rung>=<mean validation bits/char at the rung's best rate> warm:<run>@<lr>=<mean final bits/char>
@@ -106,6 +107,28 @@ def warmup(args, train, val, V):
     return rows
 
 
+def append_warmup(args, argv) -> None:
+    """--append: train the warmup runs at --warm-lrs with the recorded settings and add them to
+    book/results/block_ladder_warmup.csv; the provenance keeps the earlier run's under "earlier"."""
+    from book.results import provenance, read_rows
+
+    started = time.perf_counter()
+    earlier, old = provenance("block_ladder_warmup"), read_rows("block_ladder_warmup")
+    for name in ("seeds", "d_model", "heads", "warm_layers", "warm_steps", "warm_warmup", "eval_batches", "threads"):
+        setattr(args, name, earlier["args"][name])
+    if set(args.warm_lrs) & {float(r["lr"]) for r in old}:
+        raise SystemExit(f"--warm-lrs {args.warm_lrs}: some are recorded already")
+    if args.quick:
+        args.seeds, args.warm_steps, args.eval_batches, args.warm_layers = [0], 3, 1, 2
+    torch.set_num_threads(args.threads)
+    train, val, tok = char_corpus()
+    rows = warmup(args, train, val, tok.vocab_size)
+    if not args.quick:
+        out = argparse.Namespace(**{**vars(args), "out": args.out.with_name("block_ladder_warmup.csv")})
+        record("block_ladder_warmup", old + rows, WARM_FIELDS, out, args.seeds, started, __file__, argv,
+               extra={"warm_lrs": sorted({float(r["lr"]) for r in old} | set(args.warm_lrs)), "earlier": earlier})
+
+
 def main(argv=None) -> None:
     p = parser(__doc__, RESULTS, eval_batches=20)
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -120,7 +143,11 @@ def main(argv=None) -> None:
     p.add_argument("--warm-steps", type=int, default=200)
     p.add_argument("--warm-warmup", type=int, default=50)
     p.add_argument("--parts", nargs="+", default=["ladder", "warmup"], choices=["ladder", "warmup"])
+    p.add_argument("--append", action="store_true",
+                   help="warmup only: add the runs at --warm-lrs to the recorded warmup table (the recorded settings)")
     args = p.parse_args(argv)
+    if args.append:
+        return append_warmup(args, argv)
     started = time.perf_counter()
     if args.quick:
         args.seeds, args.steps, args.warm_steps, args.eval_batches, args.lrs = [0, 1], 3, 3, 1, args.lrs[:2]
