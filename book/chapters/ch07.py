@@ -617,7 +617,8 @@ def sampling_figure(model, tok, prompt: str, title: str, **setting):
     ax.bar(range(12), base_probs[top_ids], color="none", edgecolor="tab:gray", label="model (τ=1)")
     ax.bar(range(12), probs[top_ids], color="tab:blue", alpha=0.8, label=title)
     ax.set_xticks(range(12), [repr(tok.itos[int(i)])[1:-1] for i in top_ids])
-    ax.set(ylim=(0, 1), ylabel="probability", title=f"next after '...{prompt[-10:]!s}'".replace("\n", "\\n"))
+    ax.set(ylim=(0, 1), ylabel="probability", xlabel=f"next character (the 12 likeliest of {len(base_probs)})",
+           title=f"next after '...{prompt[-10:]!s}'".replace("\n", "\\n"))
     ax.legend(fontsize=7)
     ax_text.axis("off")
     wrap = lambda text: [w for line in text.split("\n") for w in textwrap.wrap(line, 46) or [""]]
