@@ -28,11 +28,11 @@ __all__ = ["draw_rlhf", "seed_curves", "seed_verdict", "check_mask_tokens", "obj
            "finetune", "minilm_dir", "config_from_hf", "bert_key_map", "load_bert_weights", "WordPieces", "load_minilm",
            "mean_pooled", "sentence_embeddings", "word_vector", "head_patterns", "WordAttention",
            "attention_on_sentence", "word_attention_verdict", "glue_word_attention", "output_dependence",
-           "print_patterns", "draw_family", "check_and_glue_fill", "three_families_record",
-           "check_and_glue_continuation", "check_and_glue_words", "check_and_glue_signal", "translation_record",
+           "print_patterns", "draw_family", "check_and_glue_fill", "check_and_glue_three_families",
+           "check_and_glue_continuation", "check_and_glue_words", "check_and_glue_signal", "check_and_glue_translation",
            "sft_probe", "sft_accuracy", "check_and_glue_sft", "check_and_glue_plain_copy", "copy_saving", "copy_test",
            "check_and_glue_quoter", "check_and_glue_heads", "zero_heads",
-           "check_and_glue_ablation", "induction_maps_figure", "formation_figure", "check_and_glue_emergence",
+           "check_and_glue_ablation", "induction_maps_figure", "check_and_glue_formation", "check_and_glue_emergence",
            "check_and_glue_gpt_bpc", "describe_minilm", "check_and_glue_minilm_heads", "unigram_nats",
            "check_learned_plateau"]
 
@@ -656,7 +656,7 @@ def check_and_glue_fill(acc: Dict[str, float], n_blanks: int, recall16: float, q
                         why="GPT learns from every position of every window, BERT only from the 15 % it masks.")
 
 
-def three_families_record(guess: float, budget: int, batch_size: int):
+def check_and_glue_three_families(guess: float, budget: int, batch_size: int):
     """benchmarks/three_families.py's record (3 seeds, T5 for 5,000 steps): print every family's fill at the
     chapter's `budget`, at the end of BERT's and the GPT's runs and T5's, glue the deep dive's numbers and verdicts,
     assert what it says, and return the figure (fill and continuation bits/char against the step)."""
@@ -760,7 +760,7 @@ def check_and_glue_signal(hists: dict, h15: History, batch_size: int, context_le
     return fig
 
 
-def translation_record() -> None:
+def check_and_glue_translation() -> None:
     """benchmarks/three_families.py's translation record: Chapter 8's encoder-decoder against a GPT reading
     `source <BOS> target` as one stream, at equal parameters. Prints exact matches per length bucket (mean, lowest
     and highest seed), glues them, and glues the verdict and the sentences that depend on it, chosen by it."""
@@ -1014,7 +1014,7 @@ def induction_maps_figure(maps, rows: dict, length: int, h1: int, h2: int, show:
     return fig
 
 
-def formation_figure(drops, log: dict):
+def check_and_glue_formation(drops, log: dict):
     """The quoter's saving and its best induction score against the step (check_and_glue_quoter's record), and
     their correlation over the tests, printed, asserted and glued -> the figure."""
     from .. import plots
@@ -1172,6 +1172,6 @@ def check_learned_plateau(fn, rope_losses: Optional[Sequence[float]] = None, pla
                              "Hint: positions='learned' in the BERT's EncoderConfig, the chapter's seed and schedule")
     if ro > plateau - 0.3:
         raise AssertionError(f"the RoPE BERT should have left the plateau ({plateau:.2f}) by these steps, got {ro:.2f}")
-    print("Correct: with learned positions the BERT still guesses from character frequencies; with RoPE it reads "
-          "its neighbours.")
+    print("Correct: with learned positions the BERT still guesses from character frequencies;\n"
+          "with RoPE it reads its neighbours.")
     return True
