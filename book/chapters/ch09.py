@@ -28,9 +28,10 @@ __all__ = ["draw_rlhf", "seed_curves", "seed_verdict", "check_mask_tokens", "obj
            "finetune", "minilm_dir", "config_from_hf", "bert_key_map", "load_bert_weights", "WordPieces", "load_minilm",
            "mean_pooled", "sentence_embeddings", "word_vector", "head_patterns", "WordAttention",
            "attention_on_sentence", "word_attention_verdict", "glue_word_attention", "output_dependence",
-           "print_patterns", "draw_family", "check_and_glue_fill", "check_and_glue_three_families",
+           "print_patterns", "draw_family", "check_and_glue_fill", "fill_answer", "check_and_glue_three_families",
            "check_and_glue_continuation", "check_and_glue_words", "check_and_glue_signal", "check_and_glue_translation",
-           "sft_probe", "sft_accuracy", "check_and_glue_sft", "check_and_glue_plain_copy", "copy_saving", "copy_test",
+           "sft_probe", "sft_accuracy", "check_and_glue_sft", "check_and_glue_plain_copy", "copy_answer", "copy_saving",
+           "copy_test",
            "check_and_glue_quoter", "check_and_glue_heads", "zero_heads",
            "check_and_glue_ablation", "induction_maps_figure", "check_and_glue_formation", "check_and_glue_emergence",
            "check_and_glue_gpt_bpc", "describe_minilm", "check_and_glue_minilm_heads", "unigram_nats",
@@ -631,11 +632,10 @@ def draw_family(patterns: Dict[str, Dict[str, torch.Tensor]], family: str):
     return fig
 
 
-def check_and_glue_fill(acc: Dict[str, float], n_blanks: int, recall16: float, question=None) -> None:
+def check_and_glue_fill(acc: Dict[str, float], n_blanks: int, recall16: float) -> None:
     """Test 1: the share of blanks each method fills ({name: share}, in the order BERT, T5, GPT left side only, GPT
     scoring 16 candidates, the commonest character) and how often the truth is among the 16 candidates. Prints,
-    asserts, glues, and answers the cell's quiz question."""
-    from .. import quiz
+    asserts, glues."""
     from ..utils import claim, glue
 
     for k, v in acc.items():
@@ -648,12 +648,16 @@ def check_and_glue_fill(acc: Dict[str, float], n_blanks: int, recall16: float, q
         glue(f"ch9_fill_{name}", f"{v:.0%}", tol=tol, spread="glue_spread", margin=2)
     glue("ch9_fill_base", f"{guess:.0%}", spread="glue_spread", margin=2)
     glue("ch9_fill_best", max(acc, key=acc.get).split(" (")[0].split(",")[0], tol="any")
-    if question is not None:
-        fills = {"BERT": "ch9_fill_bert", "GPT": "ch9_fill_gpt", "T5": "ch9_fill_t5"}
-        question.answer(choice=max(fills, key=lambda f: quiz.number(fills[f])),
-                        measured=", ".join(f"{f} {quiz.shown(g)}" for f, g in fills.items()),
-                        evidence=list(fills.values()),
-                        why="GPT learns from every position of every window, BERT only from the 15 % it masks.")
+
+
+def fill_answer() -> dict:
+    """The fill-in-the-blank question's answer, from the glued shares (check_and_glue_fill): `q.answer(**this)`."""
+    from .. import quiz
+
+    fills = {"BERT": "ch9_fill_bert", "GPT": "ch9_fill_gpt", "T5": "ch9_fill_t5"}
+    return dict(choice=max(fills, key=lambda f: quiz.number(fills[f])),
+                measured=", ".join(f"{f} {quiz.shown(g)}" for f, g in fills.items()), evidence=list(fills.values()),
+                why="GPT learns from every position of every window, BERT only from the 15 % it masks.")
 
 
 def check_and_glue_three_families(guess: float, budget: int, batch_size: int):
@@ -819,9 +823,9 @@ def sft_accuracy(model, probe, kinds, encode: Callable, decode: Callable, n_char
     return {k: sum(right[i] for i in idx) / len(idx) for k, idx in kinds.items()}, sum(right) / len(right), got
 
 
-def check_and_glue_sft(probe, kinds, before, after, hist: History, question=None) -> None:
+def check_and_glue_sft(probe, kinds, before, after, hist: History) -> None:
     """Fine-tuning's effect: `before` and `after` are sft_accuracy's results. Prints two examples and the shares
-    right by kind against always answering the commoner yes/no, asserts, glues, answers the quiz question."""
+    right by kind against always answering the commoner yes/no, asserts, glues."""
     from ..utils import claim, glue
 
     (by_kind0, acc0, got0), (by_kind, acc1, got1) = before, after
@@ -840,15 +844,11 @@ def check_and_glue_sft(probe, kinds, before, after, hist: History, question=None
     glue("ch9_sft_steps", len(hist.train_loss))
     claim(acc1 >= acc0 + 0.5 and by_kind["ends a sentence"] > majority + 0.1,
           f"fine-tuning teaches the format, and more than the majority answer: {by_kind} vs {majority:.2f}")
-    if question is not None:
-        question.answer("ch9_sft_after",
-                        why="The pre-trained model already knows the text; tuning teaches the format of an answer.")
 
 
-def check_and_glue_plain_copy(once: float, twice: float, val_bits: float, question=None) -> None:
+def check_and_glue_plain_copy(once: float, twice: float, val_bits: float) -> None:
     """The plain GPT's copy test: bits/char of a passage after unrelated text (`once`) and after itself (`twice`),
-    against its validation bits/char. Prints, asserts, glues, answers the quiz question."""
-    from .. import quiz
+    against its validation bits/char. Prints, asserts, glues."""
     from ..utils import claim, glue
 
     print(f"passage after an unrelated passage: {once:.2f} bits/char\npassage after the same passage:     {twice:.2f}")
@@ -856,14 +856,18 @@ def check_and_glue_plain_copy(once: float, twice: float, val_bits: float, questi
     glue("ch9_copy_twice", f"{twice:.2f}", tol="any")
     glue("ch9_copy_verdict", "has learned" if once - twice > 0.5 else "has not learned", tol="any")
     claim(abs(once - val_bits) < 0.6, f"a fresh passage costs about the validation average: {once:.2f}, {val_bits:.2f}")
-    if question is not None:
-        copies = quiz.number("ch9_copy_twice") < quiz.number("ch9_copy_once") - 0.5
-        question.answer(choice=question.choices[0 if copies else 1],
-                        measured=f"{quiz.shown('ch9_copy_once')} bits/char the first time, "
-                                 f"{quiz.shown('ch9_copy_twice')} the second",
-                        evidence=["ch9_copy_once", "ch9_copy_twice"],
-                        why="Nothing in its training rewarded copying: no repeated passages, so no induction head "
-                            "formed.")
+
+
+def copy_answer(choices: Sequence[str]) -> dict:
+    """The copy question's answer, from the glued bits/char (check_and_glue_plain_copy): `q.answer(**this)`.
+    choices: the question's two choices, "yes" first."""
+    from .. import quiz
+
+    copies = quiz.number("ch9_copy_twice") < quiz.number("ch9_copy_once") - 0.5
+    return dict(choice=choices[0 if copies else 1],
+                measured=f"{quiz.shown('ch9_copy_once')} bits/char the first time, "
+                         f"{quiz.shown('ch9_copy_twice')} the second", evidence=["ch9_copy_once", "ch9_copy_twice"],
+                why="Nothing in its training rewarded copying: no repeated passages, so no induction head formed.")
 
 
 def copy_saving(model, rows: dict, length: int) -> float:
