@@ -227,7 +227,7 @@ _WRONG_ANSWERS = textwrap.dedent("""
     from book.chapters.ch06 import check_multi_head, check_rms_norm
     from book.chapters.ch01 import check_jelinek_mercer, check_ngram_log_prob
     from book.objectives import mask_tokens
-    from book.chapters.ch09 import check_mask_tokens
+    from book.chapters.ch09 import check_learned_plateau, check_mask_tokens
     from book.chapters.ch05 import check_rotate_half, check_shift_matrix
     from book.chapters.ch02 import check_lstm_step
     from book.chapters.ch03 import check_general_score
@@ -253,6 +253,7 @@ _WRONG_ANSWERS = textwrap.dedent("""
         "check_mask_tokens": (check_mask_tokens,   # every chosen position becomes [MASK]: no 10 % / 10 %
                               lambda ids, vocab, g: mask_tokens(ids, vocab, mask_frac=0.99, random_frac=0.0,
                                                                 generator=g)[:2]),
+        "check_learned_plateau": (check_learned_plateau, lambda positions: [3.3] * 10),   # too short to show a plateau
         "check_cross_attention": (check_cross_attention,
                                   lambda y, m, a, k: a(y, m, causal=False, need_weights=True)[1]),   # no padding mask
         "check_behind_buckets": (check_behind_buckets,   # the seeds' means compared, not every seed against every seed

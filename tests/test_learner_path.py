@@ -16,7 +16,7 @@ from nbtools import chapter_paths
 
 lp = load_tool("learner_path")
 COVERED = ["01_next_token", "02_rnn_limits", "03_bahdanau_attention", "04_self_attention", "05_positional_encoding",
-           "06_multihead_block", "07_training_gpt", "08_encoder_decoder", "10_modern_gpt"]
+           "06_multihead_block", "07_training_gpt", "08_encoder_decoder", "09_bert_gpt_t5", "10_modern_gpt"]
 
 
 @pytest.mark.parametrize("name", COVERED)

@@ -99,3 +99,53 @@ def test_head_patterns_find_the_head_that_shows_each_pattern():
     assert score["'it' -> 'cat'"][1, 0] == pytest.approx(1 - 0.2)          # 1 from "it", 0.2 from the others
     with pytest.raises(ValueError, match="exactly one"):
         head_patterns(maps, tokens, pronoun="he")
+
+
+def test_zero_heads_changes_the_output_only_while_active():
+    from book.chapters.ch09 import zero_heads
+
+    torch.manual_seed(0)
+    gpt = GPT(GPTConfig(11, context_len=6, d_model=16, n_heads=4, n_layers=2)).eval()
+    x = torch.randint(0, 11, (3, 6))
+    with torch.no_grad():
+        base = gpt(x)
+        with zero_heads(gpt, 1, [2]):
+            ablated = gpt(x)
+        with zero_heads(gpt, 0, range(4)):                          # every head of block 1 silent: still runs
+            silent = gpt(x)
+        after = gpt(x)
+    assert torch.equal(after, base)                                 # the hook is gone after the block
+    assert not torch.allclose(ablated, base) and silent.shape == base.shape
+    with pytest.raises(ValueError, match="heads must lie in"):
+        zero_heads(gpt, 0, [4])
+
+
+def test_zero_heads_matches_a_zeroed_slice_of_out_proj():
+    from book.chapters.ch09 import zero_heads
+
+    torch.manual_seed(1)
+    gpt = GPT(GPTConfig(11, context_len=6, d_model=16, n_heads=4, n_layers=2)).eval()
+    x = torch.randint(0, 11, (2, 6))
+    with torch.no_grad():
+        with zero_heads(gpt, 1, [1, 3]):
+            hooked = gpt(x)
+        D, w = gpt.blocks[1].attn.d_head, gpt.blocks[1].attn.out_proj.weight
+        for h in (1, 3):
+            w[:, h * D:(h + 1) * D] = 0                             # the same heads cut out of the projection
+        assert torch.allclose(gpt(x), hooked, atol=1e-6)
+
+
+def test_check_learned_plateau_accepts_a_plateau_and_refuses_a_drop(capsys):
+    from book.chapters.ch09 import check_learned_plateau
+
+    rope = [3.3 - 0.01 * i for i in range(100)]                     # leaves the plateau (3.3) at once
+    assert check_learned_plateau(lambda p: [3.4] * 100 if p == "learned" else rope, plateau=3.3)
+    assert check_learned_plateau(lambda p: [3.4] * 100, rope_losses=rope, plateau=3.3)
+    with pytest.raises(AssertionError, match="still sit near"):
+        check_learned_plateau(lambda p: rope, rope_losses=rope, plateau=3.3)     # RoPE's losses given as learned
+    with pytest.raises(AssertionError, match="RoPE BERT should have left"):
+        check_learned_plateau(lambda p: [3.4] * 100, rope_losses=[3.3] * 100, plateau=3.3)
+    with pytest.raises(AssertionError, match="at least 50 steps"):
+        check_learned_plateau(lambda p: [3.4] * 10, rope_losses=rope, plateau=3.3)
+    with pytest.raises(AssertionError, match="finite training losses"):
+        check_learned_plateau(lambda p: [float("nan")] * 100, rope_losses=rope, plateau=3.3)

@@ -27,7 +27,15 @@ __all__ = ["draw_rlhf", "seed_curves", "seed_verdict", "check_mask_tokens", "obj
            "word_rate", "instruction_pairs", "repeated_passages", "letter_copies", "answer_scores", "instruction_batch",
            "finetune", "minilm_dir", "config_from_hf", "bert_key_map", "load_bert_weights", "WordPieces", "load_minilm",
            "mean_pooled", "sentence_embeddings", "word_vector", "head_patterns", "WordAttention",
-           "attention_on_sentence", "word_attention_verdict", "glue_word_attention", "output_dependence"]
+           "attention_on_sentence", "word_attention_verdict", "glue_word_attention", "output_dependence",
+           "print_patterns", "draw_family", "check_and_glue_fill", "fill_answer", "check_and_glue_three_families",
+           "check_and_glue_continuation", "check_and_glue_words", "check_and_glue_signal", "check_and_glue_translation",
+           "sft_probe", "sft_accuracy", "check_and_glue_sft", "check_and_glue_plain_copy", "copy_answer", "copy_saving",
+           "copy_test",
+           "check_and_glue_quoter", "check_and_glue_heads", "zero_heads",
+           "check_and_glue_ablation", "induction_maps_figure", "check_and_glue_formation", "check_and_glue_emergence",
+           "check_and_glue_gpt_bpc", "describe_minilm", "check_and_glue_minilm_heads", "unigram_nats",
+           "check_learned_plateau"]
 
 RLHF_STEPS = [("pre-trained LM", "next token\non raw text"), ("SFT model", "prompts +\nwritten answers"),
               ("people rank answers", "several samples\nper prompt"), ("reward model", "learns to score\nas they rank"),
@@ -592,3 +600,582 @@ def output_dependence(run, T: int, vocab_size: int, seed: int = 0) -> torch.Tens
         other[0, j] = (ids[0, j] + 1) % vocab_size
         out.append((run(other) - base).flatten(2).abs().amax(-1)[0] > 1e-6)
     return torch.stack(out, dim=1)
+
+
+# ---- the notebook's reports: what a cell measured, printed, asserted and glued in one call ----------------------
+TITLES = {"encoder": "encoder reads the input", "cross-attention": "decoder reads the source",
+          "decoder": "decoder reads its own output"}
+
+
+def print_patterns(patterns: Dict[str, Dict[str, torch.Tensor]]) -> None:
+    """{family: {stack: (T, T) bool from output_dependence}} -> one line per stack: how many (output, input) pairs
+    depend, and whether that is the causal lower triangle, the full square ("all") or something else."""
+    for family, views in patterns.items():
+        for slot, m in views.items():
+            causal = torch.ones(m.shape, dtype=torch.bool).tril()
+            kind = "causal" if torch.equal(m, causal) else "all" if m.all() else "other"
+            print(f"{family:5s} {TITLES[slot]:30s} {int(m.sum()):2d} of {m.numel()} pairs: {kind}")
+
+
+def draw_family(patterns: Dict[str, Dict[str, torch.Tensor]], family: str):
+    """The three panels of one family's dependence patterns (print_patterns' input): blue where output i moves
+    when input j is replaced; a stack the family lacks is drawn empty."""
+    from .. import plots
+
+    T = next(iter(patterns[family].values())).shape[-1]
+    fig, axes = plots.new_figure(figsize=(9.0, 3.1), ncols=3)
+    for ax, (slot, title) in zip(axes, TITLES.items()):
+        ax.imshow(patterns[family].get(slot, torch.zeros(T, T)).float(), cmap="Blues", vmin=0, vmax=1.2)
+        ax.set(xticks=[], yticks=[], title=title if slot in patterns[family] else f"no {slot}",
+               xlabel="input position j", ylabel="output position i")
+    fig.suptitle(f"{family}: blue = output i changes when input j changes", fontsize=11)
+    return fig
+
+
+def check_and_glue_fill(acc: Dict[str, float], n_blanks: int, recall16: float) -> None:
+    """Test 1: the share of blanks each method fills ({name: share}, in the order BERT, T5, GPT left side only, GPT
+    scoring 16 candidates, the commonest character) and how often the truth is among the 16 candidates. Prints,
+    asserts, glues."""
+    from ..utils import claim, glue
+
+    for k, v in acc.items():
+        print(f"{k:30s} {v:6.1%} of {n_blanks} blanks")
+    f_bert, f_t5, f_left, f_gpt, guess = acc.values()
+    claim(recall16 > 0.9, f"the true character is almost always among the 16 candidates: {recall16:.3f}")
+    claim(f_gpt >= f_left + 0.05 and f_bert >= guess + 0.1, f"scoring beats the left-only guess; BERT learned: {acc}")
+    glue("ch9_recall16", f"{recall16:.0%}", tol=5, spread="glue_spread", margin=2)
+    for name, v, tol in [("bert", f_bert, 12), ("t5", f_t5, 15), ("gpt_left", f_left, 10), ("gpt", f_gpt, 10)]:
+        glue(f"ch9_fill_{name}", f"{v:.0%}", tol=tol, spread="glue_spread", margin=2)
+    glue("ch9_fill_base", f"{guess:.0%}", spread="glue_spread", margin=2)
+    glue("ch9_fill_best", max(acc, key=acc.get).split(" (")[0].split(",")[0], tol="any")
+
+
+def fill_answer() -> dict:
+    """The fill-in-the-blank question's answer, from the glued shares (check_and_glue_fill): `q.answer(**this)`."""
+    from .. import quiz
+
+    fills = {"BERT": "ch9_fill_bert", "GPT": "ch9_fill_gpt", "T5": "ch9_fill_t5"}
+    return dict(choice=max(fills, key=lambda f: quiz.number(fills[f])),
+                measured=", ".join(f"{f} {quiz.shown(g)}" for f, g in fills.items()), evidence=list(fills.values()),
+                why="GPT learns from every position of every window, BERT only from the 15 % it masks.")
+
+
+def check_and_glue_three_families(guess: float, budget: int, batch_size: int):
+    """benchmarks/three_families.py's record (3 seeds, T5 for 5,000 steps): print every family's fill at the
+    chapter's `budget`, at the end of BERT's and the GPT's runs and T5's, glue the deep dive's numbers and verdicts,
+    assert what it says, and return the figure (fill and continuation bits/char against the step)."""
+    from .. import plots
+    from ..results import left_plateau, provenance, read_rows, seed_span
+    from ..utils import claim, glue
+
+    rec, prov = read_rows("three_families"), provenance("three_families")
+    seeds, stop, end, base = prov["seeds"], prov["args"]["stop"], prov["args"]["steps"], prov["guess"]
+    if abs(base - guess) >= 1e-3:
+        raise AssertionError(f"the record's guess {base} is not this chapter's {guess}: other validation windows?")
+    fills, conts = seed_curves(rec, "fill"), seed_curves([r for r in rec if r["cont_bits"]], "cont_bits")
+    at = lambda f, step, c=fills: [dict(c[(f, s)])[step] for s in seeds]  # noqa: E731  every seed's value at step
+    leaves = [left_plateau(fills[("T5", s)], base, margin=0.05, consecutive=2) for s in seeds]
+    fig, axes = plots.new_figure(figsize=(9.4, 3.4), ncols=2)
+    axes[0].axhline(base, color="gray", ls="--", lw=1, label="the commonest character")
+    colors = {"BERT": "tab:blue", "GPT": "tab:green", "T5": "tab:red"}
+    for ax, c, what in [(axes[0], fills, "blanks filled (Test 1)"),
+                        (axes[1], conts, "bits/char, last 8 characters (Test 2)")]:
+        for (f, s), points in c.items():
+            label = f"{f}, {len(seeds)} seeds" if s == seeds[0] else None
+            ax.plot(*zip(*points), color=colors[f], lw=1.2, label=label)
+        ax.axvline(budget, color="black", ls=":", lw=1)  # the chapter's CPU budget
+        ax.set(xlabel=f"training step ({batch_size} windows)", ylabel=what, title="recorded runs")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    axes[0].set_ylim(0, 1)
+    for step in (budget, stop):
+        print(f"step {step:5,}: " + ", ".join(f"{f} {seed_span(at(f, step))}" for f in ("BERT", "GPT", "T5")))
+    print(f"step {end:5,}: T5 {seed_span(at('T5', end))}; T5 leaves its plateau at steps {leaves}")
+    claim(max(at("T5", budget)) < base + 0.05 < min(at("BERT", budget)),
+          "at the chapter's budget T5 sits on its plateau")
+    bits = lambda f, step: seed_span(at(f, step, conts), "{:.2f}")  # noqa: E731
+    more = lambda a, sa, b, sb: seed_verdict(a, at(a, sa), b, at(b, sb), "fills more blanks than")  # noqa: E731
+    for name, value in [("long_steps", f"{end:,}"), ("long_stop", f"{stop:,}"), ("long_seeds", len(seeds)),
+                        ("long_every", prov["args"]["every"]),
+                        ("long_wall", f"{prov['wall_s'] / 60:.0f} minutes, {prov['args']['jobs']} processes at a time"),
+                        ("t5_leaves", ", ".join("never" if s is None else f"{s:,}" for s in leaves)),
+                        ("bert_stop", seed_span(at("BERT", stop))), ("gpt_stop", seed_span(at("GPT", stop))),
+                        ("t5_stop", seed_span(at("T5", stop))), ("t5_end", seed_span(at("T5", end))),
+                        ("long_verdict", more("BERT", stop, "GPT", stop) + ", and " + more("GPT", stop, "T5", stop)),
+                        ("long_late", more("BERT", stop, "T5", end)),
+                        ("long_cont", f"GPT {bits('GPT', stop)} and T5 {bits('T5', stop)} at step {stop:,}, "
+                                      f"T5 {bits('T5', end)} at step {end:,}")]:
+        glue(f"ch9_{name}", value, tol="any")
+    claim(all(s is None or s > budget for s in leaves) and sum(s is None for s in leaves) == 1,
+          f"T5 leaves its plateau late in two seeds, and one seed not within the run: {leaves}")
+    return fig
+
+
+def check_and_glue_continuation(cont: Dict[str, float], prompt_len: int, n_chars: int, n_windows: int) -> None:
+    """Test 2: bits/char of the next characters after a prompt, {"GPT": bits, "T5": bits}: print, assert, glue."""
+    from ..utils import claim, glue
+
+    for k, v in cont.items():
+        print(f"{k:4s} {v:.2f} bits/char on the characters after the first {prompt_len}, {n_windows} windows")
+    print("BERT   -  (no left-to-right distribution)")
+    glue("ch9_prompt_len", prompt_len)
+    glue("ch9_cont_gpt", f"{cont['GPT']:.2f}", tol=0.4, spread="glue_spread", margin=2)
+    glue("ch9_cont_t5", f"{cont['T5']:.2f}", tol=0.6, spread="glue_spread", margin=2)
+    claim(cont["GPT"] < math.log2(n_chars) - 1, f"the GPT predicts continuations far better than uniform: {cont}")
+
+
+def check_and_glue_words(rates: Dict[str, float]) -> None:
+    """The share of each sample's words found in the training text, {"GPT": share, "BERT": ..., "T5": ...}."""
+    from ..utils import claim, glue
+
+    for name, tol in [("GPT", 25), ("BERT", 25), ("T5", 30)]:
+        glue(f"ch9_words_{name.lower()}", f"{rates[name]:.0%}", tol=tol, spread="glue_spread", margin=2)
+    claim(rates["GPT"] >= rates["BERT"] + 0.1, f"the GPT writes more real words than BERT: {rates}")
+
+
+def check_and_glue_signal(hists: dict, h15: History, batch_size: int, context_len: int, signal_steps: int):
+    """The learning signal: positions with a loss per window for each family, and the GPT's validation bits/char
+    with its loss everywhere against at 15 % of the positions after the same steps. Prints, asserts, glues,
+    returns the figure of both curves."""
+    from .. import plots
+    from ..train import nats_to_bits
+    from ..utils import claim, glue
+
+    per_window = lambda h: h.supervised / len(h.train_loss) / batch_size  # noqa: E731
+    for name, h in {**hists, "GPT, loss at 15 %": h15}.items():
+        print(f"{name:18s} {per_window(h):5.1f} positions with a loss per window of {context_len}")
+    stopped = h15.val[-1][0]  # signal_steps (fewer in a smoke run): the GPT was tested there too
+    full, sparse = nats_to_bits(dict(hists["GPT"].val)[stopped]), nats_to_bits(h15.val[-1][1])
+    print(f"validation bits/char after {stopped} steps: loss everywhere {full:.3f}, loss at 15 % {sparse:.3f}")
+    glue("ch9_signal_steps", signal_steps)
+    glue("ch9_signal_full", f"{full:.2f}", tol=0.2, spread="glue_spread", margin=2)
+    glue("ch9_signal_sparse", f"{sparse:.2f}", tol=0.2, spread="glue_spread", margin=2)
+    glue("ch9_bert_positions", f"{per_window(hists['BERT']):.1f}", tol=0.3, spread="glue_spread", margin=2)
+    claim(sparse > full + 0.05, f"the same GPT learns less from 15 % of the positions: {full:.3f} vs {sparse:.3f}")
+    fig, ax = plots.new_figure(figsize=(5.6, 3.4))
+    for label, h, color in [("loss at every position", hists["GPT"], "tab:green"),
+                            ("loss at 15 % of the positions", h15, "tab:orange")]:
+        ax.plot([s * batch_size * context_len / 1e6 for s, _ in h.val], [nats_to_bits(v) for _, v in h.val], "o-",
+                color=color, label=label)
+    ax.set(xlabel="characters read (millions)", ylabel="validation bits/char",
+           title="Same GPT, same data: denser signal learns faster")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def check_and_glue_translation() -> None:
+    """benchmarks/three_families.py's translation record: Chapter 8's encoder-decoder against a GPT reading
+    `source <BOS> target` as one stream, at equal parameters. Prints exact matches per length bucket (mean, lowest
+    and highest seed), glues them, and glues the verdict and the sentences that depend on it, chosen by it."""
+    from ..results import provenance, read_rows, seed_span
+    from ..utils import glue
+
+    tr, prov = read_rows("three_families_translation"), provenance("three_families")
+    kinds, buckets = ["encoder-decoder", "decoder-only"], list(dict.fromkeys(r["bucket"] for r in tr))
+    exact = {(m, b): [float(r["exact"]) for r in tr if (r["model"], r["bucket"]) == (m, b)] for m in kinds
+             for b in buckets}
+    for m in kinds:  # every seed's mean over the buckets (rows: seed by seed)
+        exact[(m, "all")] = [sum(v) / len(v) for v in zip(*(exact[(m, b)] for b in buckets))]
+    params = {m: next(int(r["params"]) for r in tr if r["model"] == m) for m in kinds}
+    if abs(params["decoder-only"] / params["encoder-decoder"] - 1) > 0.05:
+        raise AssertionError(f"the two translators should have equal parameters within 5 %: {params}")
+    print(f"{'exact matches, mean (min-max)':32s}" + "".join(f"{m:>22s}" for m in kinds))
+    for b in buckets + ["all"]:
+        print(f"{b + ' words':32s}" + "".join(f"{seed_span(exact[(m, b)]):>22s}" for m in kinds))
+    print(f"{'parameters':32s}" + "".join(f"{params[m]:>22,}" for m in kinds))
+    glue("ch9_tr_steps", prov["args"]["tr_steps"])
+    glue("ch9_tr_params", f"{params['encoder-decoder']:,} and {params['decoder-only']:,}")
+    for m, key in [("encoder-decoder", "encdec"), ("decoder-only", "gpt")]:
+        glue(f"ch9_tr_{key}", seed_span(exact[(m, "all")]), tol="any")
+        glue(f"ch9_tr_long_{key}", seed_span(exact[(m, buckets[-1])]), tol="any")
+    verdict = seed_verdict("the encoder-decoder", exact[("encoder-decoder", "all")], "the decoder-only GPT",
+                           exact[("decoder-only", "all")], "translates more sentences exactly than")
+    glue("ch9_tr_verdict", verdict, tol="any")
+    encdec_wins = verdict.startswith("the encoder-decoder translates")
+    glue("ch9_tr_comment", "The dedicated encoder and cross-attention pay here; the one-stack recipe won for the "
+         "other reasons of this section." if encdec_wins else "Reading the source with the self-attention that "
+         "reads its own output, the GPT gives up nothing measurable here.", tol="any")
+    glue("ch9_tr_ex6", ("Here, yes: " if encdec_wins else "Not measurably here: ") + "on Chapter 8's toy "
+         f"translation at equal parameters, {verdict}.", tol="any")   # exercise 6's answer, whichever way it went
+
+
+def sft_probe(pairs: Sequence[Tuple[str, str]], n: int = 300, seed: int = 0):
+    """n held-out (prompt, answer) pairs, shuffled by `seed`, and {kind: their indices} for the two kinds of
+    question instruction_pairs writes -> (probe, kinds)."""
+    import random
+
+    positive_int(n=n)
+    pairs = list(pairs)
+    random.Random(seed).shuffle(pairs)
+    probe = pairs[:n]
+    kinds = {k: [i for i, (p, _) in enumerate(probe) if p.startswith(f"Q: {k}")]
+             for k in ("first letter", "ends a sentence")}
+    return probe, kinds
+
+
+def sft_accuracy(model, probe, kinds, encode: Callable, decode: Callable, n_chars: int):
+    """A GPT's greedy answers to the probe's prompts -> ({kind: share right}, share right in all, the answers)."""
+    from ..pretrain import answer
+
+    got = answer(model, [p for p, _ in probe], encode, decode, n_chars, max_new=4)
+    right = [g == a.strip() for g, (_, a) in zip(got, probe)]
+    return {k: sum(right[i] for i in idx) / len(idx) for k, idx in kinds.items()}, sum(right) / len(right), got
+
+
+def check_and_glue_sft(probe, kinds, before, after, hist: History) -> None:
+    """Fine-tuning's effect: `before` and `after` are sft_accuracy's results. Prints two examples and the shares
+    right by kind against always answering the commoner yes/no, asserts, glues."""
+    from ..utils import claim, glue
+
+    (by_kind0, acc0, got0), (by_kind, acc1, got1) = before, after
+    ends = [probe[i][1] for i in kinds["ends a sentence"]]
+    majority = max(ends.count("yes\n"), ends.count("no\n")) / len(ends)  # always the commoner answer
+    for (p, a), g0, g1 in list(zip(probe, got0, got1))[:2]:
+        print(f"{p!r}\n    before {g0!r:8s} after {g1!r:6s} (want {a.strip()!r})")
+    print(f"\n{len(probe)} held-out questions, right before {acc0:.0%}, after {acc1:.0%} "
+          f"({len(hist.train_loss)} steps, {hist.train_seconds:.1f} s)")
+    for k in kinds:
+        print(f"    {k:16s} {by_kind0[k]:4.0%} -> {by_kind[k]:4.0%}")
+    print(f"    always the commoner yes/no: {majority:.0%}")
+    for name, v, tol in [("before", acc0, 10), ("after", acc1, 15), ("first", by_kind["first letter"], 15),
+                         ("ends", by_kind["ends a sentence"], 15), ("majority", majority, 5)]:
+        glue(f"ch9_sft_{name}", f"{v:.0%}", tol=tol, spread="glue_spread", margin=2)
+    glue("ch9_sft_steps", len(hist.train_loss))
+    claim(acc1 >= acc0 + 0.5 and by_kind["ends a sentence"] > majority + 0.1,
+          f"fine-tuning teaches the format, and more than the majority answer: {by_kind} vs {majority:.2f}")
+
+
+def check_and_glue_plain_copy(once: float, twice: float, val_bits: float) -> None:
+    """The plain GPT's copy test: bits/char of a passage after unrelated text (`once`) and after itself (`twice`),
+    against its validation bits/char. Prints, asserts, glues."""
+    from ..utils import claim, glue
+
+    print(f"passage after an unrelated passage: {once:.2f} bits/char\npassage after the same passage:     {twice:.2f}")
+    glue("ch9_copy_once", f"{once:.2f}", tol=0.4, spread="glue_spread", margin=2)
+    glue("ch9_copy_twice", f"{twice:.2f}", tol="any")
+    glue("ch9_copy_verdict", "has learned" if once - twice > 0.5 else "has not learned", tol="any")
+    claim(abs(once - val_bits) < 0.6, f"a fresh passage costs about the validation average: {once:.2f}, {val_bits:.2f}")
+
+
+def copy_answer(choices: Sequence[str]) -> dict:
+    """The copy question's answer, from the glued bits/char (check_and_glue_plain_copy): `q.answer(**this)`.
+    choices: the question's two choices, "yes" first."""
+    from .. import quiz
+
+    copies = quiz.number("ch9_copy_twice") < quiz.number("ch9_copy_once") - 0.5
+    return dict(choice=choices[0 if copies else 1],
+                measured=f"{quiz.shown('ch9_copy_once')} bits/char the first time, "
+                         f"{quiz.shown('ch9_copy_twice')} the second", evidence=["ch9_copy_once", "ch9_copy_twice"],
+                why="Nothing in its training rewarded copying: no repeated passages, so no induction head formed.")
+
+
+def copy_saving(model, rows: dict, length: int) -> float:
+    """Bits/char a GPT saves on a passage when its first copy precedes it: the cost after unrelated text minus the
+    cost after itself, on repeated_passages' rows ({False: other text first, True: the same passage first})."""
+    from ..pretrain import passage_bits
+
+    return passage_bits(model, rows[False], length) - passage_bits(model, rows[True], length)
+
+
+def copy_test(model, rows: dict, length: int) -> dict:
+    """The quoter's test every few steps: the passage's bits/char after other text (`once`) and after itself
+    (`twice`), and the best previous-token score in layer 1 and induction score in layer 2 (induction_scores)."""
+    from ..pretrain import passage_bits
+
+    with torch.no_grad():
+        logits, maps = model(rows[True], need_weights=True)  # maps: one (B, H, T, T) per layer
+    prev, ind = induction_scores(maps, 0, length + 2, length)  # (L, H) each
+    return dict(once=passage_bits(model, rows[False], length), twice=passage_bits(model, rows[True], length, logits),
+                prev=prev[0].max().item(), induction=ind[1].max().item())
+
+
+def check_and_glue_quoter(hist: History, plain_drop: float, plain_bpc: Dict[str, float]):
+    """The quoter's training record (copy_test every few steps in hist.val): prints the saving and the best heads'
+    scores every other test, asserts that it copies and the plain GPT does not, glues -> (drops, log): the saving
+    [(step, bits/char)] and every measurement by name {name: [(step, value)]}."""
+    from ..utils import claim, glue
+
+    log = {k: [(s, m[k]) for s, m in hist.val] for k in hist.val[-1][1]}
+    drops = [(s, m["once"] - m["twice"]) for s, m in hist.val]
+    q_once, q_twice = hist.val[-1][1]["once"], hist.val[-1][1]["twice"]
+    formed = next((s for s, d in drops if d > 0.3), None)  # first test at which the copy saves 0.3 bits/char
+    print(f"quoter, {len(hist.train_loss)} steps in {hist.train_seconds:.1f} s; plain GPT's saving {plain_drop:+.2f}")
+    print(" step | saved (bits/char) | best previous-token score, layer 1 | best induction score, layer 2")
+    for (s, d), (_, p), (_, i) in list(zip(drops, log["prev"], log["induction"]))[1::2]:
+        print(f"{s:5d} | {d:+17.2f} | {p:34.2f} | {i:.2f}")
+    print(f"plain validation text: GPT {plain_bpc['GPT']:.2f} bits/char, quoter {plain_bpc['quoter']:.2f}")
+    for name, v, tol in [("q_once", q_once, 0.4), ("q_twice", q_twice, 0.6), ("q_plain", plain_bpc["quoter"], 0.3),
+                         ("plain_gpt", plain_bpc["GPT"], 0.2)]:
+        glue(f"ch9_{name}", f"{v:.2f}", tol=tol, spread="glue_spread", margin=2)
+    glue("ch9_q_drop", f"{q_once - q_twice:.1f}", tol=0.7, spread="glue_spread", margin=2)
+    glue("ch9_q_formed", formed, tol=250, spread="glue_spread", margin=2)
+    claim(q_once - q_twice > 0.3 and plain_drop < 0.2 and formed is not None,
+          f"the quoter copies, the plain GPT does not: savings {q_once - q_twice:.2f} vs {plain_drop:.2f}")
+    claim(plain_bpc["quoter"] > plain_bpc["GPT"], f"quoting windows cost plain-text skill: {plain_bpc}")
+    return drops, log
+
+
+def _second_copy(length: int) -> List[int]:
+    """The query positions of the second copy in repeated_passages' rows (a passage, two separators, the passage),
+    but its last one: each predicts a character of the copy."""
+    return list(range(length + 2, 2 * length + 1))
+
+
+def check_and_glue_heads(prev: torch.Tensor, ind: torch.Tensor, length: int) -> Tuple[int, int]:
+    """The quoter's best previous-token head in layer 1 and induction head in layer 2, from induction_scores'
+    (L, H) scores: prints both, compares the induction score with the weight an even spread would put there,
+    asserts, glues -> (layer-1 head, layer-2 head), counted from 0."""
+    from ..utils import claim, glue
+
+    h1, h2 = int(prev[0].argmax()), int(ind[1].argmax())
+    second = _second_copy(length)
+    even = sum(1 / (q + 1) for q in second) / len(second)  # the weight there if a head spread its weight evenly
+    print(f"previous-token score, layer 1 heads: {[round(v, 2) for v in prev[0].tolist()]}")
+    print(f"induction score, layer 2 heads:      {[round(v, 2) for v in ind[1].tolist()]} (even spread: {even:.2f})")
+    glue("ch9_prev_score", f"{prev[0, h1]:.2f}", tol=0.3, spread="glue_spread", margin=2)
+    glue("ch9_ind_score", f"{ind[1, h2]:.2f}", tol=0.3, spread="glue_spread", margin=2)
+    glue("ch9_ind_heads", f"head {h1 + 1} of layer 1 and head {h2 + 1} of layer 2", tol="any")
+    glue("ch9_ind_even", f"{even:.2f}")
+    claim(prev[0, h1] > 0.3 and ind[1, h2] > 3 * even, f"a previous-token head and an induction head: {prev}, {ind}")
+    return h1, h2
+
+
+class zero_heads:
+    """Within `with zero_heads(model, layer, heads):` the GPT's attention heads `heads` of block `layer` (counted
+    from 0) output zeros: a forward pre-hook on that block's out_proj blanks their slices of its input, the heads'
+    outputs concatenated (B, T, H * D). The other heads, the FFN and the residual stream run as before."""
+
+    def __init__(self, model, layer: int, heads: Sequence[int]):
+        self.attn = model.blocks[layer].attn
+        self.heads = [int(h) for h in heads]
+        if not all(0 <= h < self.attn.n_heads for h in self.heads):
+            raise ValueError(f"heads must lie in 0..{self.attn.n_heads - 1}, got {list(heads)}")
+
+    def _blank(self, module, args):
+        x, D = args[0].clone(), self.attn.d_head
+        for h in self.heads:
+            x[..., h * D:(h + 1) * D] = 0
+        return (x,) + tuple(args[1:])
+
+    def __enter__(self):
+        self._handle = self.attn.out_proj.register_forward_pre_hook(self._blank)
+        return self
+
+    def __exit__(self, *exc):
+        self._handle.remove()
+        return False
+
+
+def check_and_glue_ablation(saving: Dict[str, float], order: Sequence[int]) -> None:
+    """The causal test of the induction heads. saving: the copy saving (copy_saving) of the intact quoter and with
+    the k heads of layer 2 with the highest ("top k") or lowest ("bottom k", the control) induction score zeroed,
+    k = 1, 2; order: layer 2's heads, highest score first. Prints, asserts that zeroing the top two removes most of
+    the saving while zeroing the bottom two keeps most of it, glues the shares and the sentence they decide."""
+    from ..utils import claim, glue
+
+    base = saving["intact"]
+    print(f"layer-2 heads by induction score, highest first: {[h + 1 for h in order]}")
+    print(f"bits/char saved by the first copy, intact: {base:.2f}")
+    for k in (1, 2):
+        top, bottom = order[:k], order[-k:]
+        print(f"  heads {', '.join(str(h + 1) for h in top):5s} zeroed (top {k}):    {saving[f'top {k}']:5.2f} "
+              f"({saving[f'top {k}'] / base:4.0%} of it)")
+        print(f"  heads {', '.join(str(h + 1) for h in bottom):5s} zeroed (bottom {k}): {saving[f'bottom {k}']:5.2f} "
+              f"({saving[f'bottom {k}'] / base:4.0%} of it)")
+    # two quoter seeds measured: the top two zeroed left 17 % and 8 %, the bottom two 94 % and 103 %
+    claim(base > 0.3 and saving["top 2"] < 0.4 * base and saving["bottom 2"] > 0.7 * base,
+          f"the copy runs through the induction heads: {saving}")
+    for k in (1, 2):
+        glue(f"ch9_abl_top{k}_share", f"{saving[f'top {k}'] / base:.0%}", tol="any")
+        glue(f"ch9_abl_bottom{k}_share", f"{saving[f'bottom {k}'] / base:.0%}", tol="any")
+    glue("ch9_abl_top2_heads", " and ".join(str(h + 1) for h in sorted(order[:2])), tol="any")
+    top1 = saving["top 1"] / base
+    glue("ch9_abl_top1_sentence", f"Head {order[0] + 1} alone carries most of it: zeroed by itself, it leaves "
+         f"{top1:.0%}." if top1 < 0.4 else f"Zeroed by itself, head {order[0] + 1}, the most inductive, leaves "
+         f"{top1:.0%}: the copy is shared between heads, so they must be switched off together.", tol="any")
+    glue("ch9_abl_bottom2_heads", " and ".join(str(h + 1) for h in sorted(order[-2:])), tol="any")
+
+
+def induction_maps_figure(maps, rows: dict, length: int, h1: int, h2: int, show: Callable):
+    """The quoter's two heads on one row (a passage, two separators, the passage): layer 1's head h1 and layer 2's
+    head h2, each query of the second copy against every key, red boxes where each pattern should look."""
+    from matplotlib.patches import Rectangle
+
+    from .. import plots
+
+    chars = [show([int(i)]) for i in rows[True][0]]
+    second = _second_copy(length)
+    fig, axes = plots.new_figure(figsize=(10.0, 4.6), ncols=2)
+    for layer, head, what in [(0, h1, "the previous character"), (1, h2, "after the earlier occurrence")]:
+        plots.heatmap(maps[layer][0, head, second].cpu(), chars, [chars[q] for q in second], ax=axes[layer], vmin=0,
+                      vmax=1, colorbar=layer == 1, xlabel="key (looked at)",
+                      ylabel="" if layer else "query: the second copy",
+                      title=f"layer {layer + 1}, head {head + 1}: {what}")
+    for k, q in enumerate(second):  # red: where each pattern should look
+        axes[0].add_patch(Rectangle((q - 1.5, k - 0.5), 1, 1, fill=False, edgecolor="red", lw=1))  # t - 1
+        axes[1].add_patch(Rectangle((k + 0.5, k - 0.5), 1, 1, fill=False, edgecolor="red", lw=1))  # first + k + 1
+    return fig
+
+
+def check_and_glue_formation(drops, log: dict):
+    """The quoter's saving and its best induction score against the step (check_and_glue_quoter's record), and
+    their correlation over the tests, printed, asserted and glued -> the figure."""
+    from .. import plots
+    from ..utils import claim, glue
+
+    fig, ax = plots.new_figure(figsize=(6.4, 3.4))
+    ax.plot(*zip(*drops), "o-", ms=3, color="tab:purple", label="bits/char saved by the earlier copy (left)")
+    ax.set(xlabel="training step", ylabel="bits/char saved", title="The copy appears with the induction head")
+    right = ax.twinx()
+    right.plot(*zip(*log["induction"]), "s-", ms=3, color="tab:orange",
+               label="induction score, best layer-2 head (right)")
+    right.set(ylabel="attention weight", ylim=(0, 1))
+    ax.grid(alpha=0.3)
+    ax.legend(handles=ax.get_lines() + right.get_lines(), fontsize=8, loc="upper left")
+    corr = torch.corrcoef(torch.tensor([[d for _, d in drops], [i for _, i in log["induction"]]]))[0, 1].item()
+    print(f"correlation of the saving and the induction score over the {len(drops)} tests: {corr:.2f}")
+    glue("ch9_ind_corr", f"{corr:.2f}", tol=0.2, spread="glue_spread", margin=2)
+    claim(corr > 0.5, f"the copy and the induction score rise together: r = {corr:.2f}")
+    return fig
+
+
+def check_and_glue_emergence(hist: History, n: int, steps: int):
+    """The copy skill's record (answer_scores every few steps in hist.val): the answer's bits/char, the share of
+    letters right and of whole n-letter answers right against the step, with (letters right)^n. Prints when each
+    passes one half, asserts that whole answers lag the letters, glues -> the figure."""
+    from .. import plots
+    from ..utils import claim, glue
+
+    steps_c = [s for s, _ in hist.val]
+    bits_c, char_c, whole_c = ([m[i] for _, m in hist.val] for i in range(3))  # bits/char, letters right, exact
+    fig, ax = plots.new_figure(figsize=(6.4, 3.4))
+    ax.plot(steps_c, bits_c, "-", color="tab:blue", label="bits/char of the answer (left)")
+    ax.set(xlabel="training step", ylabel="bits/char", ylim=(0, None), title="One run, two scores")
+    right = ax.twinx()
+    for y, style, color, label in [(char_c, ":", "tab:green", "letters right"),
+                                   (whole_c, "-", "tab:red", f"whole {n}-letter answers right"),
+                                   ([c ** n for c in char_c], "--", "black", f"(letters right)$^{{{n}}}$")]:
+        right.plot(steps_c, y, style, color=color, label=label + " (right)")
+    right.set(ylabel="share right", ylim=(0, 1))
+    ax.grid(alpha=0.3)
+    ax.legend(handles=ax.get_lines() + right.get_lines(), fontsize=8, loc="center right")
+    half = lambda curve: next((s for s, v in zip(steps_c, curve) if v >= 0.5), None)  # noqa: E731
+    h = half(char_c)
+    whole_at = whole_c[steps_c.index(h)] if h is not None else 0.0
+    print(f"{steps} steps in {hist.train_seconds:.1f} s; half the letters right from step {h}, "
+          f"when {whole_at:.0%} of whole answers are;\nhalf the whole answers from step {half(whole_c)}; "
+          f"at the end {whole_c[-1]:.0%}")
+    glue("ch9_em_half_char", h, tol="any")
+    glue("ch9_em_whole_at", f"{whole_at:.0%}", tol="any")
+    glue("ch9_em_half_whole", half(whole_c), tol="any")
+    glue("ch9_em_whole", f"{whole_c[-1]:.0%}", tol=20, spread="glue_spread", margin=2)
+    glue("ch9_em_n", n)
+    claim(whole_c[-1] > 0.5 and whole_at < 0.2, f"whole answers lag the letters: {char_c} vs {whole_c}")
+    return fig
+
+
+def check_and_glue_gpt_bpc(val_bpc: float) -> None:
+    """The chapter's GPT on plain validation text (bits/char), for the leaderboard: glued and asserted."""
+    from ..utils import claim, glue
+
+    glue("ch9_gpt_bpc", f"{val_bpc:.2f}", tol=0.2, spread="glue_spread", margin=2)
+    claim(val_bpc < 3.0, f"the chapter's GPT is a working language model: {val_bpc:.3f} bits/char")
+
+
+def describe_minilm(model: BERT) -> None:
+    """all-MiniLM-L6-v2 in book.bert.BERT: print its config and parameter count, glue the count and the share
+    of it in the WordPiece embedding table."""
+    from ..utils import count_params, glue
+
+    c, n_params = model.config, count_params(model)
+    print(f"{c.n_layers} layers, d_model={c.d_model}, {c.n_heads} heads, d_ff={c.d_ff}, vocab {c.vocab_size:,}, up to "
+          f"{c.context_len} positions\nnorm={c.norm!r}, bias={c.bias}, embedding_norm={c.embedding_norm}, "
+          f"n_token_types={c.n_token_types}, eps={c.eps}\n{n_params:,} parameters, every one read from the checkpoint")
+    glue("ch9_minilm_params", f"{n_params / 1e6:.1f} million")
+    glue("ch9_minilm_emb_share", f"{model.tok_emb.weight.numel() / n_params:.0%}")
+
+
+def check_and_glue_minilm_heads(score: Dict[str, torch.Tensor], maps: torch.Tensor, labels: Sequence[str],
+                                best: Dict[str, Tuple[int, int]]) -> None:
+    """What head_patterns found in all-MiniLM-L6-v2 on one sentence (maps (L, H, T, T), its tokens `labels`, the
+    best head per pattern): prints, asserts and glues the previous- and next-token heads, the heads parked on
+    [CLS], and how much "it" looks at "cat" against "mat" and against the other tokens."""
+    from ..utils import claim, glue
+
+    L, H = maps.shape[:2]
+    prev, nxt = score["previous token"].max().item(), score["next token"].max().item()
+    on_cls = int((score["[CLS]"] > 0.5).sum())
+    print(f"previous-token head: {prev:.2f} of each row's weight on the token before; "
+          f"next-token head: {nxt:.2f} after")
+    print(f"{on_cls} of {L * H} heads put more than half of their weight on [CLS]")
+    claim(prev > 0.9 and nxt > 0.5 and on_cls >= 10, f"heads: previous {prev:.2f}, next {nxt:.2f}, {on_cls} on [CLS]")
+    l, h = best["'it' -> 'cat'"]
+    labels = list(labels)
+    it, cat, mat = labels.index("it"), labels.index("cat"), labels.index("mat")
+    others = [i for i in range(len(labels)) if i != it]
+    it_cat, it_mat = maps[l, h, it, cat].item(), maps[l, h, it, mat].item()
+    rest_cat = maps[l, h, others, cat].mean().item()
+    print(f"layer {l + 1}, head {h + 1}: 'it' gives {it_cat:.2f} of its weight to 'cat', {it_mat:.2f} to 'mat';\n"
+          f"the other tokens give 'cat' {rest_cat:.2f} on average")
+    claim(it_cat > 2 * max(it_mat, rest_cat), f"it->cat {it_cat:.2f}, it->mat {it_mat:.2f}, others->cat {rest_cat:.2f}")
+    for name, v in [("prev", prev), ("next", nxt), ("it_cat", it_cat), ("it_mat", it_mat), ("rest_cat", rest_cat)]:
+        glue(f"ch9_minilm_{name}", f"{v:.2f}", tol=0.02, spread="glue_spread", margin=2)
+    glue("ch9_minilm_on_cls", on_cls, tol=2, spread="glue_spread", margin=2)
+    glue("ch9_minilm_it_head", f"layer {l + 1}, head {h + 1}", tol="any")
+
+
+def unigram_nats(ids: torch.Tensor, vocab_size: int) -> float:
+    """The entropy of the tokens' frequencies in nats: the loss of a model that knows only how common each is."""
+    p = torch.bincount(token_ids(ids, name="ids"), minlength=vocab_size).double()
+    p = p[p > 0] / p.sum()
+    return float(-(p * p.log()).sum())
+
+
+def check_learned_plateau(fn, rope_losses: Optional[Sequence[float]] = None, plateau: Optional[float] = None,
+                          window: int = 25) -> bool:
+    """Self-check for the chapter 9 exercise 5: fn(positions) -> the training losses (nats, one per step) of the
+    chapter's BERT pre-trained with `positions` ("learned" or "rope"), the same seed and schedule for both.
+
+    Checks that the learned-position BERT is still on the plateau (its mean loss over the last `window` steps is
+    within 0.2 nats of `plateau`, the loss of knowing only character frequencies: unigram_nats of the training
+    text by default) while the RoPE BERT (rope_losses, else fn("rope")) has left it by 0.3 nats at the same steps.
+    A smoke run (BOOK_MAX_STEPS) trains too little to show either: it checks the form only."""
+    from ..utils import smoke_run
+
+    def losses(positions):
+        got = returned(fn(positions))
+        got = [float(v) for v in (got.tolist() if isinstance(got, torch.Tensor) else got)]
+        if not got or not all(math.isfinite(v) for v in got):
+            raise AssertionError(f"fn({positions!r}) should return finite training losses, one per step, got {got!r}")
+        return got
+
+    learned = losses("learned")
+    if smoke_run():
+        print(f"Smoke run: {len(learned)} steps, too few to check the plateau.")
+        return True
+    if len(learned) < 2 * window:
+        raise AssertionError(f"train for at least {2 * window} steps to see a plateau, got {len(learned)} losses")
+    if plateau is None:
+        from ..data import load_shakespeare, shakespeare_split
+        from ..tokenizers import CharTokenizer
+
+        text = load_shakespeare()
+        tok = CharTokenizer.from_text(text)
+        plateau = unigram_nats(torch.tensor(tok.encode(shakespeare_split(text)[0])), tok.vocab_size)
+    rope = [float(v) for v in (rope_losses if rope_losses is not None else losses("rope"))]
+    n = len(learned)
+    if len(rope) < n:
+        raise AssertionError(f"the RoPE run has {len(rope)} losses, fewer than the learned run's {n}")
+    mean = lambda v: sum(v[n - window:n]) / window  # noqa: E731  the last `window` steps of the learned run
+    lo, ro = mean(learned), mean(rope)
+    print(f"steps {n - window + 1}-{n}: learned positions {lo:.2f} nats, RoPE {ro:.2f}; "
+          f"character frequencies alone {plateau:.2f}")
+    if abs(lo - plateau) > 0.2:
+        raise AssertionError(f"the learned-position BERT should still sit near {plateau:.2f} nats, got {lo:.2f}. "
+                             "Hint: positions='learned' in the BERT's EncoderConfig, the chapter's seed and schedule")
+    if ro > plateau - 0.3:
+        raise AssertionError(f"the RoPE BERT should have left the plateau ({plateau:.2f}) by these steps, got {ro:.2f}")
+    print("Correct: with learned positions the BERT still guesses from character frequencies;\n"
+          "with RoPE it reads its neighbours.")
+    return True
