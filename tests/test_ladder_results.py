@@ -47,8 +47,19 @@ def test_the_bracketing_glue_counts_the_added_rates_and_the_edges_left():
     from book.utils import GLUED
 
     assert glue_bracketing(rows, {"a": {"edge": False}, "b": {"edge": True}}) == 1
-    assert GLUED["ch10_lad_bracket"]["value"] == "2 runs at 0.002; 1 run at 0.001"
+    assert GLUED["ch10_lad_bracket"]["value"] == "AdamW: 2 runs at 0.002, then 1 run at 0.001"
     assert GLUED["ch10_lad_edge_words"]["value"].startswith("In 1 of the 2 configurations the best rate is still")
     assert glue_bracketing(rows[:3], {"a": {"edge": False}}) == 0
     assert GLUED["ch10_lad_bracket"]["value"] == "none was needed"
     assert GLUED["ch10_lad_edge_words"]["value"].startswith("Every rung's best rate now has")
+
+
+def test_ladder_machines_names_where_each_part_was_recorded():
+    from book.chapters.ch10 import ladder_machines
+
+    first = dict(cpu="Intel(R) Xeon(R)", cpu_cores=2, date="2026-12-03T21:49:46+00:00")
+    added = dict(cpu="AMD EPYC", cpu_cores=2, date="2026-12-05T14:21:00+00:00", earlier=first)
+    again = dict(cpu="AMD EPYC", cpu_cores=2, date="2026-12-05T14:57:00+00:00", earlier=added)
+    assert ladder_machines(first) == "Intel Xeon with 2 cores, on 2026-12-03 (its first runs, and the cost per step)"
+    assert ladder_machines(again) == ("Intel Xeon with 2 cores, on 2026-12-03 (its first runs, and the cost per step), "
+                                      "and AMD EPYC with 2 cores, on 2026-12-05 (the runs it added)")

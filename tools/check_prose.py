@@ -144,7 +144,8 @@ FREE = {0.0, 1.0, 2.0, 3.0, 4.0, 10.0, 100.0}
 CITATION = re.compile(r"(?:et\s+al\.,?|[A-Z][\w\-]+,?|&\s*[A-Z][\w\-]+,?|\()\s*$")
 NAMED_ORDINAL = re.compile(r"(?:Chapters?|chapters?|Exercises?|exercises?|Part|part|Table|Figure|GPT-|BERT-|T5-)\s*$")
 VERDICT = re.compile(r"\b(?:beats?|wins?|ahead of|behind|better than|worse than|faster than|slower than|more than|"
-                     r"fewer than|less than|higher than|lower than|outperforms?|(?:below|above)\s+(?:GLUED|chance|\d))")
+                     r"fewer than|less than|higher than|lower than|outperforms?|"
+                     r"(?:below|above)\s+(?:GLUED|chance|\d))\b")
 GLUE_ROLE = re.compile(r"\{glue(?::\w+)?\}`([^`]+)`")
 
 

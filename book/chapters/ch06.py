@@ -214,9 +214,9 @@ def check_gpt3_without_residuals(depths, plain_grads, n_blocks: int = 96) -> flo
     print(f"at {n_blocks} blocks ({2 * n_blocks} sub-layers) block 1 would get about 10^{log10:.0f}")
     print(f"the smallest normal float32 is {tiny:.1e}: the gradient would be exactly 0")
     claim(factor < 0.5 and log10 < math.log10(tiny), f"factor {factor:.3f}, extrapolated 10^{log10:.0f}")
-    glue("ch6_plain_factor", f"{factor:.2f}")
+    glue("ch6_plain_factor", f"{factor:.2f}", spread="glue_spread", margin=2)
     glue("ch6_gpt3_sublayers", 2 * n_blocks)
-    glue("ch6_gpt3_plain", f"1e{log10:.0f}")
+    glue("ch6_gpt3_plain", f"1e{log10:.0f}", spread="glue_spread", margin=2)
     glue("ch6_float32_tiny", f"{tiny:.0e}")
     return log10
 
@@ -238,8 +238,12 @@ def warmup_record(bigram_bpc: float) -> dict:
     lrs = sorted({float(r["lr"]) for r in rows})
     runs = list(dict.fromkeys(r["run"] for r in rows))
     seeds = sorted({int(r["seed"]) for r in rows})
-    fig, axes = plots.new_figure(ncols=len(lrs), figsize=(5.2 * len(lrs), 3.4), sharey=True)
-    axes = axes if len(lrs) > 1 else [axes]
+    ncols = min(3, len(lrs))
+    nrows = -(-len(lrs) // ncols)
+    fig, axes = plots.new_figure(nrows=nrows, ncols=ncols, figsize=(4.2 * ncols, 3.0 * nrows), sharey=True)
+    axes = list(getattr(axes, "flat", [axes]))
+    for ax in axes[len(lrs):]:
+        ax.set_visible(False)                          # an empty panel where the rates do not fill the grid
     final = {}
     for ax, lr in zip(axes, lrs):
         for run in runs:
@@ -251,7 +255,8 @@ def warmup_record(bigram_bpc: float) -> dict:
                 final.setdefault((lr, run), []).append(pts[-1][1])
         ax.axhline(bigram_bpc, color="k", ls=":", lw=1, label=f"count bigram ({bigram_bpc:.2f})")
         ax.set(title=f"{W['warm_layers']} layers, peak lr {lr:g}", xlabel="step")
-    axes[0].set_ylabel("validation bits/char")
+    for ax in axes[::ncols]:
+        ax.set_ylabel("validation bits/char")
     axes[0].legend(fontsize=7)
     print(f"final validation bits/char after {W['warm_steps']} steps, seeds {seeds} (min to max):")
     for lr in lrs:
@@ -263,10 +268,21 @@ def warmup_record(bigram_bpc: float) -> dict:
         k = sum(not fails(v) for v in vals)
         return "trains on every seed" if k == len(vals) else "fails on every seed" if k == 0 else \
             f"trains on {k} of {len(vals)} seeds"
-    story = [f"at {r:g}, Post-Norm {state(final[r, 'Post-Norm, no warmup'])} without warmup and "
-             f"{state(final[r, 'Post-Norm, warmup'])} with it; Pre-Norm {state(final[r, 'Pre-Norm, no warmup'])}"
-             for r in lrs]
-    glue("ch6_rec_warm_story", "; ".join(story))
+    def outcome(r):
+        cold, warm, pre = (state(final[r, k]) for k in _WARM_KEYS)
+        if cold == warm == pre:
+            return "all three " + cold.replace("trains", "train").replace("fails", "fail")
+        post = f"Post-Norm {cold} with or without warmup" if cold == warm else \
+            f"Post-Norm {cold} without warmup and {warm} with it"
+        return f"{post}, Pre-Norm {pre}"
+    groups = []                                       # neighbouring rates with the same outcome, said once
+    for r in lrs:
+        if groups and groups[-1][1] == outcome(r):
+            groups[-1][0].append(r)
+        else:
+            groups.append(([r], outcome(r)))
+    glue("ch6_rec_warm_story", "; ".join(
+        f"at {' and '.join(f'{r:g}' for r in rs)}, {words}" for rs, words in groups))
     glue("ch6_rec_fail_margin", f"{FAILS_ABOVE_BIGRAM:g}")
     deciding = [r for r in lrs if all(map(fails, final[r, "Post-Norm, no warmup"]))
                 and not any(map(fails, final[r, "Post-Norm, warmup"]))]
@@ -527,7 +543,8 @@ def stream_after_training(R: dict):
             ax.plot(range(len(r)), r, "o-", color=colour, alpha=0.7, label=label if s == R["seeds"][0] else None)
             last.setdefault(rung, []).append(r[-1])
     ax.set(xlabel="block (0 = embeddings)", ylabel="RMS of the residual stream",
-           title=f"After training ({R['args']['layers']} layers, every seed)", yscale="log")
+           title=f"After training ({R['args']['layers']} layers, every seed)", yscale="log",
+           xticks=range(R["args"]["layers"] + 1))                       # whole blocks only
     ax.legend(fontsize=8)
     print("RMS after the last block: " + " | ".join(f"{k}: {min(v):.1f} to {max(v):.1f}" for k, v in last.items()))
     glue("ch6_rec_rms_res", f"{min(last['+ residual']):.1f} to {max(last['+ residual']):.1f}")
@@ -643,8 +660,8 @@ def check_and_glue_token_in_stream(ladder: dict, flags: dict, vocab_size: int, s
                                     f"the residual stack keeps it ({res:.0%})")
     claim(out["+ FFN", "trained"][-1] > no_res + 0.2, "training teaches the stack without residuals to carry the "
                                                        f"character: {out['+ FFN', 'trained'][-1]:.0%}")
-    glue("ch6_keep_init_plain", f"{no_res:.0%}")
-    glue("ch6_keep_init_res", f"{res:.0%}")
+    glue("ch6_keep_init_plain", f"{no_res:.0%}", spread="glue_spread", margin=2)
+    glue("ch6_keep_init_res", f"{res:.0%}", spread="glue_spread", margin=2)
     for rung, key in (("+ FFN", "plain"), ("+ residual", "res")):
         glue(f"ch6_keep_trained_{key}", f"{out[rung, 'trained'][-1]:.0%}", tol=8, spread="glue_spread", margin=2)
     return out

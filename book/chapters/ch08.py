@@ -32,7 +32,7 @@ def _stack_input(d: Diagram, x: float, w: float, tokens: str) -> None:
     """Tokens, then the scaled embedding plus sinusoidal positions, at the bottom of a stack centred at x."""
     d.box(x, 0.6, tokens, role="token", w=w, h=0.65, fontsize=8)
     d.arrow((x, 0.93), (x, 1.37))
-    d.box(x, 1.7, "embedding × √C  +  sinusoidal positions", role="embed", w=w, h=0.65, fontsize=8)
+    d.box(x, 1.7, "embedding × √C\n+ sinusoidal positions", role="embed", w=w, h=0.65, fontsize=8)
     d.arrow((x, 2.03), (x, 2.6))
 
 
@@ -56,8 +56,8 @@ def draw_encoder_decoder(n_layers: int = 2) -> Figure:
                                       "decoder layer")
     xe, xm, xd, we, wd = 2.95, 7.3, 12.0, 3.9, 4.9
     mem, att = ROLES["memory"][1], ROLES["attn"][1]
-    _stack_input(d, xe, we, "source words  $x_1 \\ldots x_S$  (all of them)")
-    _stack_input(d, xd, wd, "target so far  <bos> $y_1 \\ldots y_{t-1}$")
+    _stack_input(d, xe, we, "source words  x₁ … xₛ  (all of them)")       # plain text: the alt text reads it
+    _stack_input(d, xd, wd, "target so far  <bos> y₁ … yₜ₋₁")
     cross_y = []
     for i in range(n_layers):
         y0 = 2.6 + layer_h * i
@@ -73,7 +73,7 @@ def draw_encoder_decoder(n_layers: int = 2) -> Figure:
         # decoder layer: causal self-attention, cross-attention, FFN
         d.group(xd - 2.6, y0 + 0.05, xd + 2.6, y0 + layer_h - 0.05, role="attn")
         d.text(xd + 2.5, y0 + layer_h - 0.28, f"decoder layer {i + 1}", fontsize=7, ha="right", color=att)
-        d.box(xd, y0 + 0.55, "causal self-attention (target so far)\nmask: causal (+ target padding)",
+        d.box(xd, y0 + 0.55, "causal self-attention (target so far)\nmask: causal (it hides the target padding too)",
               role="attn", w=wd, h=0.8, fontsize=7.5)
         d.arrow((xd, y0 + 0.95), (xd, y0 + 1.1))
         d.box(xd, y0 + 1.5, "cross-attention (Q: decoder, K and V: M)\nmask: source padding", role="attn",
@@ -436,7 +436,7 @@ def race_figure(rec: dict) -> Figure:
     axes[-1].plot([], [], color=colors["attention RNN"], ls="--", label="attention RNN, 500 steps")
     axes[-1].legend(fontsize=8, loc="lower left")
     axes[0].set_ylabel("exact match, held-out")
-    axes[0].legend(fontsize=8, loc="lower left")
+    axes[0].legend(fontsize=8, loc="upper right")
     return fig
 
 

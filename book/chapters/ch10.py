@@ -51,6 +51,18 @@ def machine_line(prov: dict) -> str:
     return f"{prov['cpu'].replace('(R)', '')} with {prov['cpu_cores']} cores, on {prov['date'][:10]}"
 
 
+def ladder_machines(prov: dict) -> str:
+    """Where a ladder was recorded, oldest run first: its provenance and the runs it keeps under "earlier"
+    (modern_ladder.py --bracket appends runs). The first run also timed the cost per step."""
+    chain = [prov]
+    while isinstance(chain[-1].get("earlier"), dict):
+        chain.append(chain[-1]["earlier"])
+    first, *later = chain[::-1]
+    added = list(dict.fromkeys(machine_line(p) for p in later))    # the same machine and day once
+    return machine_line(first) + " (its first runs, and the cost per step)" + "".join(
+        f", and {m} (the runs it added)" for m in added)
+
+
 def ladder_seconds(best_rung: dict, ms_per_step: float) -> list:
     """One rung's seeds at its best rate -> seconds to the target (steps x CPU ms per step); None: never reached."""
     return [None if s is None else s * ms_per_step / 1e3 for s in best_rung["steps"]]
@@ -78,17 +90,20 @@ SWEEP = (0.004, 0.008, 0.016, 0.025, 0.05, 0.1)   # the ladder's first sweep: Ad
 
 def glue_bracketing(rows: list, best: dict) -> int:
     """The rates the ladder added beyond its first sweep (benchmarks/modern_ladder.py --bracket: half the lowest
-    rate, where a rung's best sat there) and whether every best rate now has a tried rate on each side. Glues
-    ch10_lad_bracket (what was added) and ch10_lad_edge_words (a sentence chosen by the count). Returns the
-    number of rungs whose best rate is still an edge of its sweep."""
-    extra = {}
+    rate, where a rung's best sat there; a rung named for Muon or the WSD schedule is a Muon rung) and whether
+    every best rate now has a tried rate on each side. Glues ch10_lad_bracket (what was added) and
+    ch10_lad_edge_words (a sentence chosen by the count). Returns the number of rungs whose best rate is still an
+    edge of its sweep."""
+    extra = {}                                         # optimiser -> {added rate: runs}
     for r in rows:
         if float(r["rate"]) not in SWEEP:
-            extra[float(r["rate"])] = extra.get(float(r["rate"]), 0) + 1
+            opt = "Muon" if "Muon" in r["rung"] or "stable" in r["rung"] else "AdamW"
+            extra.setdefault(opt, {}).setdefault(float(r["rate"]), 0)
+            extra[opt][float(r["rate"])] += 1
     edges = sum(b["edge"] for b in best.values())
-    glue("ch10_lad_bracket", "; ".join(f"{n} run{'s' * (n != 1)} at {rate:g}"
-                                      for rate, n in sorted(extra.items(), reverse=True))
-         if extra else "none was needed")
+    glue("ch10_lad_bracket", "; ".join(f"{opt}: " + ", then ".join(
+        f"{n} run{'s' * (n != 1)} at {rate:g}" for rate, n in sorted(runs.items(), reverse=True))
+        for opt, runs in sorted(extra.items())) if extra else "none was needed")
     glue("ch10_lad_edge_words", "Every rung's best rate now has a rate tried on each side of it." if not edges else
          f"In {edges} of the {len(best)} configurations the best rate is still at an edge of the rates tried, so "
          "another rate might do better still.")
@@ -99,15 +114,17 @@ def print_ladder(best: dict, cost: dict, verdict: dict, prov: dict) -> None:
     """The recorded ladder's two tables: the sweep (seeds at the target and mean steps per rate), then each rung at
     its best rate, with its verdicts against the rung before."""
     short = {"pays": "pays", "costs": "costs", "within the spread": "within"}
-    print("The sweep: seeds at the target, and their mean steps, at each rate (lowest first)")
-    width = max(len(b["by_rate"]) for b in best.values())
-    print(f"{'rung':30s}" + "".join(f"rate {i + 1}".center(11) for i in range(width)) + "  best rate")
+    print("The sweep: seeds at the target, and their mean steps, at each peak rate")
+    adamw, muon = sorted(prov["rates"]), sorted(prov["muon_rates"])
+    width = max(len(adamw), len(muon))
+    print(f"{'rung':30s}" + "".join(f"{r:g}".center(11) for r in adamw) + "  best rate")
     for n, b in best.items():
+        column = muon if max(b["by_rate"]) > max(adamw) else adamw       # a Muon rung: Muon's rates
         cells = [(f"{k}/{b['seeds']} {m:4.0f}" if m else f"{k}/{b['seeds']}  ---").center(11)
-                 for k, m, _ in (b["by_rate"][r] for r in sorted(b["by_rate"]))]
+                 if r in b["by_rate"] else "".center(11)
+                 for r in column for k, m, _ in [b["by_rate"].get(r, (0, None, None))]]
         print(f"{n.replace('variant: ', ''):30.30s}{''.join(cells).ljust(11 * width)}  {b['rate']:g}")
-    print("rates: AdamW's peak", ", ".join(f"{r:g}" for r in prov["rates"]), "| Muon's",
-          ", ".join(f"{r:g}" for r in prov["muon_rates"]))
+    print("Muon rungs: Muon's rate, in the same columns:", ", ".join(f"{r:g}" for r in muon))
     print("\nAt the best rate: to the target, and against the rung before (beyond the seeds' spread or within)")
     print(f"{'rung':30s}{'steps':>15s}{'ms/step':>9s}{'seconds':>14s}   steps / time")
     for n, b in best.items():
