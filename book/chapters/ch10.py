@@ -137,11 +137,13 @@ def print_speedrun(speedrun: list, rules: dict, width: int = 100) -> None:
     """The speedrun's records table (book/results/speedrun_records.csv), each entry's verdict on its own line."""
     print(f"a record: every seed below the standing record's mean, one-sided Welch p < {rules['alpha']}, "
           f"at least {rules['min_seeds']} seeds")
-    print(f"{'':4s}{'entry':19s}|{'CPU s to target':>26s}|{'steps':>6s}| reached")
+    name_w = max(len(r["entry"]) for r in speedrun) + 1          # the longest entry name, and a space
+    print(f"{'':4s}{'entry':{name_w}s}|{'CPU s to target':>26s}|{'steps':>6s}| reached")
     for r in speedrun:
         mark = f"R{r['time_record']}" if r["time_record"] else "-"
         cpu = f"{float(r['cpu_mean']):.1f} ± {float(r['cpu_sd']):.1f} ({r['seeds']} seeds)"
-        print(f"{mark:4s}{r['entry']:19s}|{cpu:>26s}|{float(r['steps_mean']):6.0f}| {r['reached']} of {r['seeds']}")
+        print(f"{mark:4s}{r['entry']:{name_w}s}|{cpu:>26s}|{float(r['steps_mean']):6.0f}| "
+              f"{r['reached']} of {r['seeds']}")
         print(textwrap.fill(r["time_verdict"], width, initial_indent=" " * 8, subsequent_indent=" " * 8))
 
 
