@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from ..bert import BERT, EncoderConfig
-from ..checks import non_negative_int, pair as _pair, positive_int, returned, tensor_dims, token_ids
+from ..checks import non_negative_int, pair as _pair, positive_int, positive_number, returned, tensor_dims, token_ids
 from ..diagrams import Diagram
 from ..generate import context_len_of
 from ..objectives import IGNORE, PretrainVocab
@@ -25,7 +25,9 @@ from ..train import History, fit
 
 __all__ = ["draw_rlhf", "seed_curves", "seed_verdict", "check_mask_tokens", "objective_loss", "induction_scores",
            "word_rate", "instruction_pairs", "repeated_passages", "letter_copies", "answer_scores", "instruction_batch",
-           "finetune", "minilm_dir", "config_from_hf", "bert_key_map", "load_bert_weights", "WordPieces", "load_minilm",
+           "finetune", "answer_logp", "first_char_accuracy", "preference_pairs",
+           "dpo_loss", "preference_tune", "minilm_dir", "config_from_hf", "bert_key_map", "load_bert_weights",
+           "WordPieces", "load_minilm",
            "mean_pooled", "sentence_embeddings", "word_vector", "head_patterns", "WordAttention",
            "attention_on_sentence", "word_attention_verdict", "glue_word_attention", "output_dependence",
            "print_patterns", "draw_family", "check_and_glue_fill", "fill_answer", "check_and_glue_three_families",
@@ -261,6 +263,100 @@ def finetune(model, pairs: Sequence[Tuple[str, str]], encode: Callable, pad_id: 
 
     hist = fit(model, batch, loss_fn=lambda m, b: _lm_ce(m(b[0]), b[1]), optimizer=build_optimizer(model, lr=lr),
                steps=steps, schedule=schedule, grad_clip=1.0, progress=False, desc="fine-tuning")
+    model.eval()
+    return hist
+
+
+
+def answer_logp(model, pairs: Sequence[Tuple[str, str]], encode: Callable, pad_id: int,
+                batch_size: int = 512) -> torch.Tensor:
+    """(prompt, answer) pairs -> (N,) the log-probability a GPT gives each whole answer after its prompt (the sum
+    over the answer's tokens, as instruction_batch scores them). Gradients flow unless called under no_grad."""
+    if not len(pairs):
+        raise ValueError("pairs must hold at least one (prompt, answer) pair, got none")
+    positive_int(batch_size=batch_size)
+    device = next(model.parameters()).device
+    out = []
+    for i in range(0, len(pairs), batch_size):
+        x, y = instruction_batch(pairs[i:i + batch_size], encode, pad_id, context_len_of(model))
+        x, y = x.to(device), y.to(device)
+        logp = F.log_softmax(model(x).float(), dim=-1)
+        keep = y != IGNORE
+        out.append((logp.gather(-1, y.clamp(min=0)[..., None])[..., 0] * keep).sum(1))
+    return torch.cat(out)
+
+
+@torch.no_grad()
+def _first_logits(model, pairs, encode: Callable, pad_id: int, n_chars: int) -> torch.Tensor:
+    device, out = next(model.parameters()).device, []
+    for i in range(0, len(pairs), 512):
+        x, y = instruction_batch(pairs[i:i + 512], encode, pad_id, context_len_of(model))
+        first = (y != IGNORE).float().argmax(1)                     # the answer's first position
+        out.append(model(x.to(device))[torch.arange(len(x)), first.to(device), :n_chars].float().cpu())
+    return torch.cat(out)
+
+
+def first_char_accuracy(model, pairs, encode: Callable, pad_id: int, n_chars: int) -> float:
+    """The share of (prompt, answer) pairs whose answer's first character is the GPT's likeliest next character
+    after the prompt: the greedy answer's first character is right."""
+    was = model.training
+    model.eval()
+    right = _first_logits(model, pairs, encode, pad_id, n_chars).argmax(-1) == torch.tensor(
+        [encode(a)[0] for _, a in pairs])
+    model.train(was)
+    return right.float().mean().item()
+
+
+def preference_pairs(model, pairs, encode: Callable, decode: Callable, pad_id: int,
+                     n_chars: int) -> List[Tuple[str, str, str]]:
+    """(prompt, answer) pairs with one-character answers ("W\n") -> (prompt, chosen, rejected) triples: chosen is
+    the right answer; rejected is the model's own likeliest wrong character, with the same newline: the answer a
+    judge would mark worse, among those the model would give."""
+    if any(len(encode(a)) != 2 for _, a in pairs):
+        raise ValueError("preference_pairs needs one-character answers ending in a newline, like 'W\\n'")
+    was = model.training
+    model.eval()
+    logits = _first_logits(model, pairs, encode, pad_id, n_chars)
+    model.train(was)
+    right = torch.tensor([encode(a)[0] for _, a in pairs])
+    logits[torch.arange(len(pairs)), right] = -math.inf
+    return [(p, a, decode([int(w)]) + a[1:]) for (p, a), w in zip(pairs, logits.argmax(-1))]
+
+
+def dpo_loss(pol_chosen: torch.Tensor, pol_rejected: torch.Tensor, ref_chosen: torch.Tensor,
+             ref_rejected: torch.Tensor, beta: float) -> torch.Tensor:
+    """Direct preference optimisation (Rafailov et al., 2023): -log sigmoid(beta * (how much more the policy than
+    the reference favours the chosen answer, minus the same for the rejected one)), averaged."""
+    return -F.logsigmoid(beta * ((pol_chosen - ref_chosen) - (pol_rejected - ref_rejected))).mean()
+
+
+def preference_tune(model, triples: Sequence[Tuple[str, str, str]], encode: Callable, pad_id: int, *, steps: int,
+                    beta: float = 0.5, lr: float = 1e-4, batch_size: int = 32, loss: Callable = dpo_loss,
+                    generator: Optional[torch.Generator] = None, device=None) -> History:
+    """DPO on (prompt, chosen, rejected) triples: `model` is the policy, tuned in place; the reference is `model` as
+    it is now (its log-probabilities of every triple computed once, before the first step). AdamW as `finetune`
+    (book.optim.build_optimizer), constant rate, gradients clipped to 1; `loss(pol_c, pol_r, ref_c, ref_r, beta)`."""
+    if not len(triples):
+        raise ValueError("triples must hold at least one (prompt, chosen, rejected) triple, got none")
+    positive_number(beta=beta, lr=lr)
+    positive_int(batch_size=batch_size)
+    generator = generator if generator is not None else torch.Generator().manual_seed(0)
+    chosen, rejected = [(p, c) for p, c, _ in triples], [(p, r) for p, _, r in triples]
+    with torch.no_grad():
+        model.eval()
+        ref_c, ref_r = answer_logp(model, chosen, encode, pad_id), answer_logp(model, rejected, encode, pad_id)
+        model.train()
+
+    def batch():
+        return torch.randint(len(triples), (batch_size,), generator=generator)
+
+    def loss_fn(m, pick):
+        idx = pick.tolist()
+        return loss(answer_logp(m, [chosen[i] for i in idx], encode, pad_id),
+                    answer_logp(m, [rejected[i] for i in idx], encode, pad_id), ref_c[pick], ref_r[pick], beta)
+
+    hist = fit(model, batch, loss_fn=loss_fn, optimizer=build_optimizer(model, lr=lr), steps=steps,
+               schedule="constant", grad_clip=1.0, progress=False, desc="DPO")
     model.eval()
     return hist
 
