@@ -68,3 +68,15 @@ def test_seed_helpers_group_summarise_and_call_a_win_only_when_every_seed_agrees
     assert seed_verdict("A", [2, 1], "B", [1, 2]) == "A and B are not separated (the seeds disagree)"
     with pytest.raises(ValueError, match="one value per seed"):
         seed_verdict("A", [1], "B", [1, 2])
+
+
+def test_preference_tuning_quick_run_tunes_both_ways_and_writes_nothing():
+    stdout, last = quick_benchmark("preference_tuning.py")
+    assert set(last) == {"sft", "dpo", "more_sft"} and all(0 <= float(v) <= 1 for v in last.values())
+    assert "dpo lr" in stdout and "more sft lr" in stdout and "wrote" not in stdout
+
+
+def test_quoter_formation_quick_run_trains_every_change_and_writes_nothing():
+    stdout, last = quick_benchmark("quoter_formation.py")
+    assert set(last) == {"chapter", "short_passages", "from_the_plain_GPT", "lr_4e-3", "lr_1.6e-2"}
+    assert all(int(v) == -1 or int(v) > 0 for v in last.values()) and "wrote" not in stdout

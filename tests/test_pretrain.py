@@ -8,7 +8,8 @@ from book.bert import BERT, EncoderConfig
 from book.gpt import GPT, GPTConfig
 from book.objectives import IGNORE, PretrainVocab
 from book.pretrain import answer, continuation_bits, fill_blank, pretrain, write
-from book.chapters.ch09 import finetune, instruction_batch, objective_loss, word_rate
+from book.chapters.ch09 import (answer_logp, dpo_loss, finetune, first_char_accuracy, instruction_batch,
+                                objective_loss, preference_pairs, preference_tune, word_rate)
 from book.transformer import Transformer, TransformerConfig
 
 VOCAB = PretrainVocab(11, n_sentinels=6)
@@ -153,6 +154,56 @@ def test_finetune_learns_a_fixed_answer_and_answer_reads_it():
     h = finetune(gpt, pairs, enc, 10, steps=80, batch_size=8, lr=3e-2)
     assert len(h.train_loss) == 80 and h.train_loss[-1] < h.train_loss[0]
     assert answer(gpt, ["12", "67"], enc, dec, n_chars=10, max_new=1, stop="9") == ["3", "3"]   # prompts it learned
+
+
+
+def test_answer_logp_is_the_sum_of_the_answer_tokens_log_probabilities():
+    torch.manual_seed(0)
+    gpt = GPT(GPTConfig(VOCAB.size, context_len=T, d_model=16, n_heads=2, n_layers=1)).eval()
+    enc = lambda s: [int(c) for c in s]
+    with torch.no_grad():
+        got = answer_logp(gpt, [("12", "34"), ("5", "6")], enc, 10)
+        logp = torch.log_softmax(gpt(torch.tensor([[1, 2, 3]])), -1)[0]
+        want = logp[1, 3] + logp[2, 4]                     # "3" after "12", then "4" after "123"
+        want2 = torch.log_softmax(gpt(torch.tensor([[5]])), -1)[0, 0, 6]
+    torch.testing.assert_close(got, torch.stack([want, want2]))
+
+
+def test_dpo_loss_is_log2_at_the_reference_and_falls_as_the_policy_prefers_the_chosen():
+    z = torch.zeros(4)
+    assert dpo_loss(z, z, z, z, beta=0.5).item() == pytest.approx(math.log(2))
+    better = dpo_loss(z + 1, z - 1, z, z, beta=0.5)          # the policy moved towards the chosen answer
+    worse = dpo_loss(z - 1, z + 1, z, z, beta=0.5)
+    assert better.item() < math.log(2) < worse.item()
+    # only the change against the reference counts: shifting both the policy's and the reference's chosen
+    # log-probabilities by the same amount changes nothing
+    assert dpo_loss(z + 3, z, z + 3, z, beta=2.0).item() == pytest.approx(math.log(2))
+
+
+def test_preference_tuning_raises_the_chosen_answer_over_the_models_own_wrong_one():
+    torch.manual_seed(0)
+    gpt = GPT(GPTConfig(VOCAB.size, context_len=T, d_model=16, n_heads=2, n_layers=1))
+    enc = lambda s: [int(c) for c in s]
+    dec = lambda ids: "".join(str(i) for i in ids)
+    pairs = [("12", "39"), ("45", "39"), ("67", "39")]        # one-character answers, "9" as the newline
+    triples = preference_pairs(gpt, pairs, enc, dec, 10, n_chars=9)
+    assert [(p, c) for p, c, _ in triples] == pairs and all(r[0] != "3" and r[1] == "9" for _, _, r in triples)
+    margin = lambda m: (answer_logp(m, [(p, c) for p, c, _ in triples], enc, 10)
+                        - answer_logp(m, [(p, r) for p, _, r in triples], enc, 10)).mean().item()
+    with torch.no_grad():
+        before = margin(gpt)
+    h = preference_tune(gpt, triples, enc, 10, steps=40, beta=1.0, lr=3e-2, batch_size=8)
+    with torch.no_grad():
+        after = margin(gpt)
+    assert len(h.train_loss) == 40 and h.train_loss[-1] < h.train_loss[0] and after > before + 1
+    with torch.no_grad():   # the accuracy is the share of prompts whose likeliest next character is the answer's
+        top = [gpt(torch.tensor([enc(p)]))[0, -1, :9].argmax().item() for p, _ in pairs]
+    assert first_char_accuracy(gpt, pairs, enc, 10, n_chars=9) == pytest.approx(
+        sum(t == 3 for t in top) / len(pairs))
+    with pytest.raises(ValueError, match="one-character answers"):
+        preference_pairs(gpt, [("12", "349")], enc, dec, 10, n_chars=9)
+    with pytest.raises(ValueError, match="beta"):
+        preference_tune(gpt, triples, enc, 10, steps=1, beta=0.0)
 
 
 # ---- RoPE in the one family (positions="rope"), which chapter 9's three models use --------------------------
