@@ -1,6 +1,10 @@
 """The multi-budget leaderboard's harness runs (--quick): every model of the book trains at two budgets with two
 seeds, the count models are scored, the quoted-passage axis is measured, and nothing is written."""
 from nbtools import quick_benchmark
+import numpy as np
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_budget_leaderboard_quick_run_covers_every_model_and_writes_nothing():
@@ -10,3 +14,20 @@ def test_budget_leaderboard_quick_run_covers_every_model_and_writes_nothing():
     assert 2.0 < float(last["kn"]) < 2.4          # the strongest count model, counted and scored for real
     assert out.count("quote:") == 5                # two seeds of the LSTM and of the GPT, and the count model
     assert "steps per CPU second" in out and "wrote" not in out
+
+
+def test_scaling_crossing_quick_run_fits_predicts_and_runs_long_and_writes_nothing():
+    stdout, last = quick_benchmark("scaling_crossing.py")
+    assert set(last) == {"modern_GPT@0.5", "LSTM@0.5"} and all(2 < float(v) < 7 for v in last.values())
+    assert "passes Kneser-Ney" in stdout and "lead beyond the spread" in stdout and "wrote" not in stdout
+
+
+def test_scaling_fit_recovers_a_known_curve_and_its_crossing():
+    import sys
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from scaling_crossing import crossing, fit_curve
+    c = np.geomspace(15, 480, 6)
+    L_inf, A, alpha = fit_curve(c, 2.0 + 3.0 * c ** -0.5)
+    assert abs(L_inf - 2.0) < 0.02 and abs(alpha - 0.5) < 0.03
+    assert abs(crossing((2.0, 3.0, 0.5), 2.1) - 900) < 1e-6       # 3 / sqrt(900) = 0.1
+    assert crossing((2.2, 3.0, 0.5), 2.1) == float("inf")        # a floor above the line: never
