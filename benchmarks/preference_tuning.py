@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """DPO after chapter 9's fine-tuning, against more fine-tuning on the right answers (recorded, 3 seeds). Chapter 9.
 
-    python benchmarks/preference_tuning.py          # the recorded result (about 15 minutes of one idle thread)
+    python benchmarks/preference_tuning.py          # the recorded result (about 25 minutes of one idle thread)
     python benchmarks/preference_tuning.py --quick  # a smoke test of the harness, writes nothing
 
 The model is chapter 9's: its GPT (book.pretrain.family_configs, width 96, 2 layers, RoPE) pre-trained for 500
@@ -65,8 +65,8 @@ def main(argv=None) -> None:
     p = parser(__doc__, RESULTS)
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--steps", type=int, default=100)
-    p.add_argument("--lrs", type=float, nargs="+", default=[1e-4, 3e-4, 1e-3])
-    p.add_argument("--betas", type=float, nargs="+", default=[0.5, 2.0, 8.0])
+    p.add_argument("--lrs", type=float, nargs="+", default=[3e-5, 1e-4, 3e-4, 1e-3])
+    p.add_argument("--betas", type=float, nargs="+", default=[0.5, 2.0, 8.0, 32.0])
     args = p.parse_args(argv)
     started = time.perf_counter()
     torch.set_num_threads(args.threads)
