@@ -31,3 +31,24 @@ def test_scaling_fit_recovers_a_known_curve_and_its_crossing():
     assert abs(L_inf - 2.0) < 0.02 and abs(alpha - 0.5) < 0.03
     assert abs(crossing((2.0, 3.0, 0.5), 2.1) - 900) < 1e-6       # 3 / sqrt(900) = 0.1
     assert crossing((2.2, 3.0, 0.5), 2.1) == float("inf")        # a floor above the line: never
+
+
+def test_recorded_scaling_prediction_predates_any_long_run_and_reads_back():
+    from book import plots
+    from book.chapters import ch10
+    from book.results import provenance, read_rows
+    fit, pred = provenance("scaling_fit"), provenance("scaling_prediction")
+    assert len(fit["seeds"]) >= 3 and fit["date"] < pred["date"] and not pred["git_dirty"]
+    budgets = {(r["model"], float(r["budget_s"])) for r in read_rows("scaling_fit")}
+    assert {b for _, b in budgets} == set(fit["args"]["fit_budgets"])
+    S = ch10.scaling_record()
+    assert all(len(v) >= 3 for m in S["points"] for v in S["points"][m].values())
+    assert all(len(S["points"][m]) == 6 for m in S["points"])   # 3 budgets of the leaderboard, 3 of the fit
+    if S["long"] is not None:                                                # the long runs came after the prediction
+        assert S["long_prov"]["date"] > pred["date"]
+    for m in ch10.SCALING_MODELS:
+        L, A, alpha = S["fits"]["cpu_s"][m]
+        est, lo, hi = S["pred"][("L_inf", m, "cpu_s")]
+        assert lo <= L <= hi and A > 0 and alpha > 0
+    fig = ch10.check_and_glue_scaling(S, plots)
+    assert "predicted crossing" in plots.alt_text(fig) or "Kneser-Ney" in plots.alt_text(fig)

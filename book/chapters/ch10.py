@@ -4,6 +4,7 @@ race read at equal steps and at equal seconds, the INT8 cache comparison and the
 from __future__ import annotations
 
 import dataclasses
+import math
 import textwrap
 from typing import Callable, Optional
 
@@ -15,7 +16,8 @@ from ..results import range_verdict, seed_span
 from ..utils import claim, glue
 
 __all__ = ["needle_batch", "range_verdict", "probe_figure", "VARIANT", "machine_line", "ladder_seconds", "seed_range",
-           "ladder_verdicts", "print_ladder", "print_speedrun", "glue_speedrun", "curve_at", "race_report",
+           "scaling_record", "check_and_glue_scaling", "ladder_verdicts", "print_ladder", "print_speedrun",
+           "glue_speedrun", "curve_at", "race_report",
            "race_curves_figure", "train_needle_finder", "with_window", "needle_accuracy", "cache_comparison",
            "budget_summary_lines"]
 
@@ -331,3 +333,93 @@ def budget_summary_lines(summary: dict, longest: float) -> list:
     lines = [f"  {m:24s} {v:.3f} bits/char" for m, v in sorted(neural.items(), key=lambda kv: kv[1])]
     lines.append(f"  {best_count}: {counts[best_count]:.3f} bits/char (counted, no training)")
     return lines
+
+
+SCALING_MODELS = ("modern GPT (ch. 10)", "LSTM (ch. 2)")
+
+
+def scaling_record() -> dict:
+    """benchmarks/scaling_crossing.py's record: every seed's point (the leaderboard's 15, 60 and 240 s runs and the
+    fit's own), the prediction with its provenance, and the long runs if they are recorded. -> {"points": {model:
+    {budget: [bits, one per seed]}}, "pred": {(quantity, model, axis): (estimate, low, high)}, "fits": {axis:
+    {model: (L_inf, A, alpha)}}, "kn", "spread", "pred_prov", "long": {model: {budget: [bits]}} or None,
+    "long_prov"}."""
+    from ..results import RESULTS_DIR, provenance, read_rows
+
+    points = {m: {} for m in SCALING_MODELS}
+    board = [r for r in read_rows("budget_leaderboard") if r["model"] in points and r["phase"] == "final"]
+    for r in board + read_rows("scaling_fit"):
+        points[r["model"]].setdefault(float(r["budget_s"]), []).append(float(r["val_bpc"]))
+    pred_prov = provenance("scaling_prediction")
+    pred = {(r["quantity"], r["model"], r["axis"]): tuple(float(r[k]) for k in ("estimate", "low", "high"))
+            for r in read_rows("scaling_prediction")}
+    long_rows = read_rows("scaling_long") if (RESULTS_DIR / "scaling_long.csv").exists() else None
+    long = None
+    if long_rows is not None:
+        long = {m: {} for m in SCALING_MODELS}
+        for r in long_rows:
+            long[r["model"]].setdefault(float(r["budget_s"]), []).append(float(r["val_bpc"]))
+        if provenance("scaling_long")["date"] <= pred_prov["date"]:
+            raise AssertionError("the long runs must come after the prediction: re-record them")
+    return dict(points={m: dict(sorted(v.items())) for m, v in points.items()}, pred=pred,
+                fits={axis: {m: tuple(v) for m, v in f.items()} for axis, f in pred_prov["fits"].items()},
+                kn=pred_prov["kn_bits"], spread=pred[("spread", "", "bits/char")][0], pred_prov=pred_prov,
+                long=long, long_prov=provenance("scaling_long") if long is not None else None)
+
+
+def _minutes(seconds: float) -> str:
+    return "never" if not math.isfinite(seconds) else f"{seconds / 60:.0f}" if seconds >= 600 else f"{seconds / 60:.1f}"
+
+
+def check_and_glue_scaling(S: dict, plots):
+    """The fit, the prediction and (once recorded) the long runs: printed, glued, drawn -> the figure."""
+    gpt, lstm = SCALING_MODELS
+    f = S["fits"]["cpu_s"]
+    print(f"fit, L(C) = L_inf + A C^-alpha, C in CPU seconds (90 % intervals from {S['pred_prov']['args']['boot']} "
+          "bootstrap resamples of the seeds)")
+    for m in SCALING_MODELS:
+        L, A, a = (S["pred"][(q, m, "cpu_s")] for q in ("L_inf", "A", "alpha"))
+        print(f"  {m:20s} L_inf {L[0]:.3f} [{L[1]:.3f}, {L[2]:.3f}]  alpha {a[0]:.2f} [{a[1]:.2f}, {a[2]:.2f}]")
+    cross = {m: S["pred"][("passes Kneser-Ney", m, "cpu_s")] for m in SCALING_MODELS}
+    lead = S["pred"][("lead beyond the spread", gpt, "cpu_s")]
+    print(f"predicted: {gpt} passes Kneser-Ney ({S['kn']:.3f}) after {_minutes(cross[gpt][0])} CPU-minutes "
+          f"[{_minutes(cross[gpt][1])}, {_minutes(cross[gpt][2])}]")
+    print("           the LSTM " + ("never: its floor lies above the line" if not math.isfinite(cross[lstm][0]) else
+                                   f"after {_minutes(cross[lstm][0])} CPU-minutes"))
+    print(f"           the GPT leads by more than the seeds' spread ({S['spread']:.3f}) from {_minutes(lead[0])} "
+          "CPU-minutes")
+    print(f"prediction recorded {S['pred_prov']['date'][:16]} (commit {S['pred_prov']['git_commit'][:7]})")
+    glue("ch10_sc_kn", f"{S['kn']:.3f}")
+    for m, key in ((gpt, "gpt"), (lstm, "lstm")):
+        L = S["pred"][("L_inf", m, "cpu_s")]
+        glue(f"ch10_sc_{key}_floor", f"{L[0]:.2f} ({L[1]:.2f}–{L[2]:.2f})")
+        c = cross[m]
+        glue(f"ch10_sc_{key}_cross", _minutes(c[0]) if not math.isfinite(c[0]) else
+             f"{_minutes(c[0])} CPU-minutes ({_minutes(c[1])}–{_minutes(c[2])})")
+    glue("ch10_sc_lead", f"{_minutes(lead[0])} CPU-minutes ({_minutes(lead[1])}–{_minutes(lead[2])})")
+    glue("ch10_sc_pred_date", S["pred_prov"]["date"][:10])
+    fig, ax = plots.new_figure(figsize=(6.4, 3.8))
+    colours = {gpt: "tab:purple", lstm: "tab:red"}
+    top = max(max(S["points"][m]) for m in SCALING_MODELS)
+    if S["long"]:
+        top = max(top, max(max(v) for v in S["long"].values()))
+    right = max(top * 2, min(cross[gpt][2] * 1.3, 1e4) if math.isfinite(cross[gpt][2]) else top * 4)
+    xs = [15 * (right / 15) ** (i / 199) for i in range(200)]
+    for m in SCALING_MODELS:
+        L, A, a = f[m]
+        ax.plot(xs, [L + A * x ** -a for x in xs], color=colours[m], lw=1.2, label=f"{m}: fit")
+        for i, (b, v) in enumerate(S["points"][m].items()):
+            ax.plot([b] * len(v), v, "o", ms=3, color=colours[m], label=f"{m}: the short runs" if not i else None)
+        if S["long"]:
+            for i, (b, v) in enumerate(S["long"][m].items()):
+                ax.plot([b] * len(v), v, "s", ms=4, color=colours[m], mfc="none",
+                        label=f"{m}: the long runs" if not i else None)
+    ax.axhline(S["kn"], color="tab:orange", ls="--", lw=1.2, label=f"Kneser-Ney 7-gram ({S['kn']:.3f})")
+    if math.isfinite(cross[gpt][0]):
+        ax.axvspan(cross[gpt][1], min(cross[gpt][2], xs[-1]), color=colours[gpt], alpha=0.12,
+                   label="predicted crossing, 90 %")
+    ax.set(xscale="log", xlabel="training compute (CPU seconds of one thread)", ylabel="validation bits/char",
+           title="Fit on short runs, then the prediction")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    return fig
