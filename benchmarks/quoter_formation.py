@@ -22,24 +22,19 @@ import time
 import torch
 
 from bench_common import ROOT, char_corpus, parser, record
-from book.chapters.ch09 import copy_test, repeated_passages
+from book.chapters.ch09 import copy_formed as formed, copy_test, repeated_passages
 from book.objectives import PretrainVocab
 from book.pretrain import build, family_configs, pretrain, quote_windows
 from book.utils import seed_everything
 
 RESULTS = ROOT / "book" / "results" / "quoter_formation.csv"
 FIELDS = ["change", "seed", "step", "saving"]
-CTX, BATCH, WIDTH, P, FORMED = 64, 32, 96, 20, 0.3     # chapter 9's window, batch, width, test passage, threshold
+CTX, BATCH, WIDTH, P = 64, 32, 96, 20     # chapter 9's window, batch, width and test passage
 CHANGES = {"chapter": dict(lens=(16, 31), lr=8e-3, plain=False),
            "short passages": dict(lens=(6, 20), lr=8e-3, plain=False),
            "from the plain GPT": dict(lens=(16, 31), lr=8e-3, plain=True),
            "lr 4e-3": dict(lens=(16, 31), lr=4e-3, plain=False),
            "lr 1.6e-2": dict(lens=(16, 31), lr=1.6e-2, plain=False)}
-
-
-def formed(curve, threshold: float = FORMED):
-    """[(step, saving)] -> the first step whose saving passes `threshold`, or None."""
-    return next((s for s, d in curve if d > threshold), None)
 
 
 def main(argv=None) -> None:

@@ -76,12 +76,13 @@ def heatmap(weights, x_labels: Optional[Sequence[str]] = None, y_labels: Optiona
         ax.set_xticks(range(len(xl)), xl, rotation=90 if max(map(len, xl), default=0) > 2 else 0)
     if y_labels is not None:
         ax.set_yticks(range(len(y_labels)), token_labels(y_labels))
-    if annotate:
-        mid = (np.nanmax(w) + np.nanmin(w)) / 2
+    if annotate:   # black on light cells, white on dark ones: by the luminance of the colour drawn
+        rgba = im.cmap(im.norm(w))
+        light = 0.2126 * rgba[..., 0] + 0.7152 * rgba[..., 1] + 0.0722 * rgba[..., 2] > 0.5
         for i in range(w.shape[0]):
             for j in range(w.shape[1]):
-                ax.text(j, i, f"{w[i, j]:.2f}", ha="center", va="center", fontsize=7,
-                        color="black" if w[i, j] > mid else "white")
+                ax.text(j, i, f"{w[i, j]:.2f}", ha="center", va="center", fontsize=8,
+                        color="black" if light[i, j] else "white")
     ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
     if colorbar:
         fig.colorbar(im, ax=ax, shrink=0.8)
@@ -94,9 +95,11 @@ def heatmap(weights, x_labels: Optional[Sequence[str]] = None, y_labels: Optiona
 
 
 def line_plot(x, series: Dict[str, Sequence[float]], xlabel: str, ylabel: str, title: str = "",
-              logx: bool = False, logy: bool = False, ax=None, marker: str = "o", alt: Optional[str] = None) -> Figure:
+              logx: bool = False, logy: bool = False, ax=None, marker: str = "o", alt: Optional[str] = None,
+              colors: Optional[Dict[str, str]] = None) -> Figure:
     """One line per entry of `series` (label -> y values over `x`), with a legend. Its alt text gives each series'
-    first, last and extreme values; `alt` replaces it."""
+    first, last and extreme values; `alt` replaces it. `colors`: label -> colour, for the labels that should keep
+    one colour across a chapter's figures (the others take matplotlib's cycle)."""
     xs = _array(x)
     if ax is None:
         fig, ax = new_figure()
@@ -104,7 +107,8 @@ def line_plot(x, series: Dict[str, Sequence[float]], xlabel: str, ylabel: str, t
         ys = _array(ys)
         if ys.shape != xs.shape:
             raise ValueError(f"series {label!r} has {ys.shape[0] if ys.ndim else 0} values, x has {len(xs)}")
-        ax.plot(xs, ys, marker=marker, markersize=3, label=label)
+        ax.plot(xs, ys, marker=marker, markersize=3, label=label, **({"color": colors[label]}
+                                                                    if colors and label in colors else {}))
     if logx:
         ax.set_xscale("log")
     if logy:
@@ -299,7 +303,8 @@ def _line_names(ax, lines) -> list:
     entry drawn apart, e.g. one label for several seeds' lines), numbered ("RNN #2"), else "line k". "Alike" is tried
     from the closest match down: colour, line style, marker and width; then colour, style and marker. Where lines
     alike carry several labels, the nearest labelled line drawn before it names it. A line that shares only its colour
-    with a label is named as such ("a line coloured like 'RNN' #1"), not as one of that label's lines."""
+    with a label is named as such ("a line coloured like 'RNN' #1"), not as one of that label's lines; markers
+    without a line, coloured like a labelled line, are its seeds' dots ("RNN, seeds #1")."""
     from matplotlib.colors import to_hex
 
     keys = (lambda ln: (to_hex(ln.get_color()), ln.get_linestyle(), str(ln.get_marker()), round(ln.get_linewidth(), 2)),
@@ -316,6 +321,8 @@ def _line_names(ax, lines) -> list:
                 continue
             before = [name for i, name in alike if i < at]
             name = alike[0][1] if len({a for _, a in alike}) == 1 else before[-1] if before else alike[0][1]
+            if n == len(keys) - 1 and ln.get_linestyle() in ("None", "", " ") and str(ln.get_marker()) != "None":
+                return f"{name}, seeds"          # markers only, coloured like a labelled line: its seeds' dots
             return name if n < len(keys) - 1 else f"a line coloured like '{name}'"
         return None
 

@@ -82,11 +82,12 @@ def test_unlabelled_seed_lines_are_named_after_the_labelled_line_drawn_alike():
     for style, name in ((":", "LSTM, k uniform"), ("-", "LSTM, curriculum")):
         for seed in range(3):
             ax.plot([1, 2], [0.5 + 0.1 * seed, 0.9], style, color="tab:blue", label=name if seed == 0 else None)
-    ax.plot([1.5], [0.2], "o", color="tab:blue")
+    ax.plot([1.5], [0.2], "o", color="tab:blue")         # markers only: a seed's dot, named after the label
+    ax.plot([1, 2], [0.3, 0.3], "-.", color="tab:blue")   # a line that shares only the colour
     text = alt_text(fig)
     assert "'LSTM, curriculum #2'" in text and "'LSTM, k uniform #2'" in text
     assert "LSTM, k uniform #3" not in text and "LSTM, curriculum #3" not in text
-    assert "a line coloured like" in text
+    assert "a line coloured like" in text and "'LSTM, curriculum, seeds #1'" in text
 
 
 def test_an_explicit_alt_replaces_the_description_and_a_bad_one_is_refused():

@@ -73,10 +73,36 @@ def test_seed_helpers_group_summarise_and_call_a_win_only_when_every_seed_agrees
 def test_preference_tuning_quick_run_tunes_both_ways_and_writes_nothing():
     stdout, last = quick_benchmark("preference_tuning.py")
     assert set(last) == {"sft", "dpo", "more_sft"} and all(0 <= float(v) <= 1 for v in last.values())
-    assert "dpo lr" in stdout and "more sft lr" in stdout and "wrote" not in stdout
+    assert "dpo beta" in stdout and "more sft" in stdout and "wrote" not in stdout
 
 
 def test_quoter_formation_quick_run_trains_every_change_and_writes_nothing():
     stdout, last = quick_benchmark("quoter_formation.py")
     assert set(last) == {"chapter", "short_passages", "from_the_plain_GPT", "lr_4e-3", "lr_1.6e-2"}
     assert all(int(v) == -1 or int(v) > 0 for v in last.values()) and "wrote" not in stdout
+
+
+def test_recorded_preference_tuning_has_every_setting_and_seed_and_a_kept_skill():
+    rows, prov = read_rows("preference_tuning"), provenance("preference_tuning")
+    seeds, lrs, betas = prov["seeds"], prov["args"]["lrs"], prov["args"]["betas"]
+    assert len(seeds) >= 3 and len(lrs) >= 3 and len(betas) >= 3
+    sft = [r for r in rows if r["method"] == "sft"]       # each seed's own fine-tuned model
+    assert sorted(int(r["seed"]) for r in sft) == sorted(seeds) and all(float(r["d_chosen"]) == 0.0 for r in sft)
+    runs = {(r["method"], float(r["lr"]), r["beta"], int(r["seed"])) for r in rows if r["method"] != "sft"}
+    assert runs == ({("dpo", lr, f"{b:g}" if b != int(b) else f"{b}", s) for lr in lrs for b in betas for s in seeds}
+                    | {("more sft", lr, "", s) for lr in lrs for s in seeds})
+    from book.chapters.ch09 import recorded_dpo
+    R = recorded_dpo()    # the best settings keep "ends a sentence?" on every seed, by construction
+    assert all(float(r["ends"]) >= 0.99 for m in R["runs"] for r in R["runs"][m].values())
+    assert set(R["gain"]["dpo"]) == set(seeds)
+
+
+def test_recorded_quoter_formation_has_every_change_and_seed():
+    rows, prov = read_rows("quoter_formation"), provenance("quoter_formation")
+    changes = {r["change"] for r in rows}
+    assert changes == {"chapter", "short passages", "from the plain GPT", "lr 4e-3", "lr 1.6e-2"}
+    assert len(prov["seeds"]) >= 3
+    steps = {int(r["step"]) for r in rows}
+    assert max(steps) == prov["args"]["steps"] and min(steps) == prov["args"]["every"]
+    for c in changes:
+        assert {int(r["seed"]) for r in rows if r["change"] == c} == set(prov["seeds"])

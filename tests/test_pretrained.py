@@ -259,3 +259,29 @@ def test_the_verdict_follows_the_numbers(minilm):
     verdict = word_attention_verdict(res)
     assert '"sat+mat" more than "on+the#2" in layers 3–6, less in layer 1 and about as much' in verdict
     assert "(within 0.01) in layer 2." in verdict and "layer 3, head 1" in verdict
+
+
+def test_sense_gap_reads_the_stream_after_every_sub_layer_as_transformers_does(minilm, reference):
+    from book.chapters.ch09 import sense_gap_by_sublayer
+    model, tok = minilm
+    texts = {"river a": "I sat on the river bank.", "river b": "We had a picnic on the bank of the river.",
+             "money a": "The bank raised its interest rates.", "money b": "I deposited money at the bank."}
+    gaps = sense_gap_by_sublayer(model, tok, texts, "bank")
+    assert [n for n, _ in gaps] == ["embeddings"] + [f"{i} {p}" for i in range(1, 7) for p in ("attention", "FFN")]
+    # the gap after each whole layer equals the one computed from transformers' hidden states
+    states = {}
+    for k, text in texts.items():
+        ids = torch.tensor([tok.encode(text)])
+        with torch.no_grad():
+            hs = reference(ids, output_hidden_states=True).hidden_states     # embeddings, then each layer
+        states[k] = [F.normalize(h[0, tok.tokens(text).index("bank")], dim=0) for h in hs]
+    keys = list(texts)
+    for layer in range(7):
+        cos = {(a, b): float(states[a][layer] @ states[b][layer]) for i, a in enumerate(keys) for b in keys[i + 1:]}
+        same = [c for (a, b), c in cos.items() if a.split()[0] == b.split()[0]]
+        cross = [c for (a, b), c in cos.items() if a.split()[0] != b.split()[0]]
+        assert abs(gaps[2 * layer][1] - (sum(same) / len(same) - sum(cross) / len(cross))) < 1e-4
+    with pytest.raises(ValueError, match="two senses"):
+        sense_gap_by_sublayer(model, tok, {"river a": texts["river a"], "money a": texts["money a"]}, "bank")
+    with pytest.raises(ValueError, match="post-norm"):
+        sense_gap_by_sublayer(BERT(EncoderConfig(30, 8, d_model=8, n_heads=2, n_layers=1)), tok, texts, "bank")

