@@ -27,8 +27,9 @@ intervals. It predicts (1) the budget at which each model's curve passes the Kne
 three seeds among the points fitted). It writes scaling_prediction.csv (quantity, model, axis, estimate, low,
 high) and its provenance: the prediction is dated before any long run.
 
---part long trains both models at --budgets (CPU seconds), the same rule, the same seeds (scaling_long.csv). It
-refuses to run before a prediction is recorded.
+--part long trains both models at --budgets (CPU seconds), the same rule, the same seeds: one table per call,
+scaling_long_<budgets>.csv (e.g. scaling_long_1440.csv), each with its own provenance, so budgets recorded on
+different days keep their dates. It refuses to run before a prediction is recorded.
 
 The last line of each part: fit: <model>@<budget>=<mean bits/char> ... | predict: <quantity>:<model>=<estimate>
 ... | long: <model>@<budget>=<mean bits/char> ...
@@ -229,7 +230,8 @@ def main(argv=None) -> None:
         rows, flops = run_budgets(MODELS, args.budgets, args.seeds, args.workers, windows, V)
         if not args.quick:
             pred = json.loads((RESULTS_DIR / "scaling_prediction.json").read_text())
-            record("scaling_long", rows, FIELDS, argparse_out(args, "scaling_long.csv"), args.seeds, started,
+            name = "scaling_long_" + "_".join(f"{b:g}" for b in args.budgets)
+            record(name, rows, FIELDS, argparse_out(args, f"{name}.csv"), args.seeds, started,
                    __file__, argv, extra={"step_flops": flops, "prediction_date": pred["date"],
                                           "prediction_commit": pred["git_commit"]})
         print("long: " + summary(rows, args.budgets))

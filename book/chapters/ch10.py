@@ -343,7 +343,7 @@ def scaling_record() -> dict:
     fit's own), the prediction with its provenance, and the long runs if they are recorded. -> {"points": {model:
     {budget: [bits, one per seed]}}, "pred": {(quantity, model, axis): (estimate, low, high)}, "fits": {axis:
     {model: (L_inf, A, alpha)}}, "kn", "spread", "pred_prov", "long": {model: {budget: [bits]}} or None,
-    "long_prov"}."""
+    "long_prov": [provenance of each scaling_long_*.csv] or None}."""
     from ..results import RESULTS_DIR, provenance, read_rows
 
     points = {m: {} for m in SCALING_MODELS}
@@ -353,18 +353,19 @@ def scaling_record() -> dict:
     pred_prov = provenance("scaling_prediction")
     pred = {(r["quantity"], r["model"], r["axis"]): tuple(float(r[k]) for k in ("estimate", "low", "high"))
             for r in read_rows("scaling_prediction")}
-    long_rows = read_rows("scaling_long") if (RESULTS_DIR / "scaling_long.csv").exists() else None
-    long = None
-    if long_rows is not None:
-        long = {m: {} for m in SCALING_MODELS}
-        for r in long_rows:
+    long, long_prov = None, []
+    for path in sorted(RESULTS_DIR.glob("scaling_long_*.csv")):      # one table per recorded call, each dated
+        prov = provenance(path.stem)
+        if prov["date"] <= pred_prov["date"]:
+            raise AssertionError(f"{path.name}: the long runs must come after the prediction: re-record them")
+        long = long or {m: {} for m in SCALING_MODELS}
+        long_prov.append(prov)
+        for r in read_rows(path.stem):
             long[r["model"]].setdefault(float(r["budget_s"]), []).append(float(r["val_bpc"]))
-        if provenance("scaling_long")["date"] <= pred_prov["date"]:
-            raise AssertionError("the long runs must come after the prediction: re-record them")
     return dict(points={m: dict(sorted(v.items())) for m, v in points.items()}, pred=pred,
                 fits={axis: {m: tuple(v) for m, v in f.items()} for axis, f in pred_prov["fits"].items()},
                 kn=pred_prov["kn_bits"], spread=pred[("spread", "", "bits/char")][0], pred_prov=pred_prov,
-                long=long, long_prov=provenance("scaling_long") if long is not None else None)
+                long=long, long_prov=long_prov or None)
 
 
 def _minutes(seconds: float) -> str:
