@@ -19,7 +19,8 @@ from typing import Dict, List, Optional
 
 from book.checks import positive_int, positive_number
 
-__all__ = ["RESULTS_DIR", "range_verdict", "read_rows", "provenance", "sha256_of", "regenerate_command", "stale_reason",
+__all__ = ["RESULTS_DIR", "scaling_rows",
+           "range_verdict", "read_rows", "provenance", "sha256_of", "regenerate_command", "stale_reason",
            "budget_summary", "budget_table", "left_plateau",
            "seed_span", "value_range", "ladder_best"]
 
@@ -255,6 +256,22 @@ def budget_summary(rows) -> Dict[str, dict]:
         m["budgets"].setdefault(budget, []).append(bpc)
     for m in out.values():
         m["budgets"] = {b: (sum(v) / len(v), min(v), max(v), len(v)) for b, v in sorted(m["budgets"].items())}
+    return out
+
+
+def scaling_rows() -> list:
+    """The scaling study's trained rows as budget-leaderboard rows (benchmarks/scaling_crossing.py: the fit's
+    scaling_fit.csv and every scaling_long_*.csv), with the recorded leaderboard's count models beside them, for
+    budget_table. [] when the long runs are not recorded."""
+    longs = sorted(RESULTS_DIR.glob("scaling_long_*.csv"))
+    if not longs:
+        return []
+    board = read_rows("budget_leaderboard")
+    chapter = {r["model"]: r["chapter"] for r in board}
+    out = [r for r in board if r["phase"] == "count"]
+    for name in ["scaling_fit"] + [p.stem for p in longs]:
+        out += [dict(model=r["model"], chapter=chapter[r["model"]], phase="final", budget_s=r["budget_s"],
+                     val_bpc=r["val_bpc"]) for r in read_rows(name)]
     return out
 
 

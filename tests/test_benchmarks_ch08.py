@@ -29,3 +29,20 @@ def test_recorded_table_has_every_model_budget_seed_and_bucket_the_chapter_reads
             (s, lo, hi) for s in prov["seeds"] for lo, hi in LENGTH_BUCKETS)
         assert all(int(r["sentences"]) == 64 * steps and 0 <= float(r["exact"]) <= float(r["token"]) <= 1
                    for r in mine)
+
+
+def test_the_live_run_outside_the_recorded_seeds_is_explained_by_a_rerun_on_its_processor():
+    """seq2seq_seed0_*.csv: the record's script re-run with seed 0 elsewhere. Where this page's processor has such a
+    rerun and the live number equals it, the sentence names the processor as the cause; otherwise it says what it
+    knows and lists the reruns; inside the seeds' range it says so."""
+    from book.chapters.ch08 import live_vs_record_sentence, seed0_reruns
+    from book.results import provenance
+    reruns = seed0_reruns()
+    assert reruns and all(0 <= v <= 1 for v in reruns.values())
+    assert provenance("seq2seq_three")["cpu"] not in reruns           # a rerun on another processor than the record's
+    cpu, v = next(iter(reruns.items()))
+    s = live_vs_record_sentence(v, [0.27, 0.285, 0.62], 0.285, "Intel Xeon", reruns, cpu)
+    assert "The cause is the processor" in s and f"{v:.1%}" in s and "28.5%" in s
+    s = live_vs_record_sentence(v + 0.01, [0.27, 0.285, 0.62], 0.285, "Intel Xeon", reruns, cpu)
+    assert "cause" not in s and f"on {cpu} the record's script gives this seed {v:.1%}" in s
+    assert live_vs_record_sentence(0.3, [0.27, 0.285, 0.62], 0.285).startswith("That lies inside")

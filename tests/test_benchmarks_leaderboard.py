@@ -1,5 +1,6 @@
 """The multi-budget leaderboard's harness runs (--quick): every model of the book trains at two budgets with two
 seeds, the count models are scored, the quoted-passage axis is measured, and nothing is written."""
+import pytest
 from nbtools import quick_benchmark
 import numpy as np
 from pathlib import Path
@@ -50,5 +51,40 @@ def test_recorded_scaling_prediction_predates_any_long_run_and_reads_back():
         L, A, alpha = S["fits"]["cpu_s"][m]
         est, lo, hi = S["pred"][("L_inf", m, "cpu_s")]
         assert lo <= L <= hi and A > 0 and alpha > 0
+    gpu = ch10.gpu_recipe_on_the_fit(S, 65)          # nanoGPT's GPU recipe: 6 x 384, 5,000 steps of 64 x 256
+    assert 1e15 < gpu["flops"] < 1e16 and gpu["reported"] < gpu["fit"] < S["pred"][("L_inf", ch10.SCALING_MODELS[0],
+                                                                                     "cpu_s")][2] + 0.01
     fig = ch10.check_and_glue_scaling(S, plots)
     assert "predicted crossing" in plots.alt_text(fig) or "Kneser-Ney" in plots.alt_text(fig)
+
+
+def _scaling_S(long_gpt, long_lstm):
+    """A made-up scaling record: the fits of the recorded prediction's shape, short points, and given long runs."""
+    gpt, lstm = "modern GPT (ch. 10)", "LSTM (ch. 2)"
+    fits = {"cpu_s": {gpt: (2.155, 2.94, 0.586), lstm: (2.258, 1.878, 0.708)}}
+    pred = {("passes Kneser-Ney", gpt, "cpu_s"): (1427.0, 980.0, 3936.0)}
+    points = {gpt: {480.0: [2.24, 2.245, 2.25]}, lstm: {480.0: [2.28, 2.283, 2.286]}}
+    return dict(fits=fits, kn=2.1965, spread=0.0287, pred=pred, points=points,
+                long={gpt: long_gpt, lstm: long_lstm}, long_cpu_s=6 * 1440.0, fit_cpu_s=3600.0)
+
+
+def test_the_long_runs_are_scored_in_sentences_built_from_their_numbers():
+    from book.chapters import ch10
+    S = _scaling_S({1440.0: [2.19, 2.192, 2.194]}, {1440.0: [2.265, 2.27, 2.272]})
+    out = ch10.check_and_glue_scaling_long(S)
+    assert out["answer"] == ch10.SCALING_CHOICES[0] and out["crossing"] == (480.0, 1440.0)
+    assert abs(out["miss"][("modern GPT (ch. 10)", 1440.0)] - (2.192 - (2.155 + 2.94 * 1440 ** -0.586))) < 1e-9
+    # above the line at 24 minutes, below at 48: the second choice; the crossing between them
+    S = _scaling_S({1440.0: [2.20, 2.201, 2.202], 2880.0: [2.18, 2.185, 2.19]},
+                   {1440.0: [2.265, 2.27, 2.272], 2880.0: [2.26, 2.262, 2.264]})
+    out = ch10.check_and_glue_scaling_long(S)
+    assert out["answer"] == ch10.SCALING_CHOICES[1] and out["crossing"] == (1440.0, 2880.0)
+    # never below, and 48 minutes recorded: the last choice; only 24 minutes recorded: no answer yet
+    S = _scaling_S({1440.0: [2.20, 2.201, 2.202], 2880.0: [2.198, 2.199, 2.2]}, {1440.0: [2.27], 2880.0: [2.26]})
+    assert ch10.check_and_glue_scaling_long(S)["answer"] == ch10.SCALING_CHOICES[2]
+    S = _scaling_S({1440.0: [2.20, 2.201, 2.202]}, {1440.0: [2.27, 2.27, 2.27]})
+    with pytest.raises(ValueError, match="cannot be answered yet"):
+        ch10.check_and_glue_scaling_long(S)
+    with pytest.raises(ValueError, match="no long runs recorded"):
+        ch10.check_and_glue_scaling_long(dict(S, long=None))
+    assert ch10._sci(5.31e15) == "5.3 × 10¹⁵" and ch10._sci(6.1e-3) == "6.1 × 10⁻³"

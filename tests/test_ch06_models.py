@@ -88,3 +88,31 @@ def test_the_residual_stream_keeps_each_positions_character_and_a_plain_stack_lo
     assert shares[True][-1] > 0.9 and shares[False][-1] < 0.6    # three blocks later, only the residual stack keeps it
     with pytest.raises(ValueError, match="windows"):
         token_in_stream(lm, fit[:0], test)
+
+
+def test_head_stats_reads_a_uniform_and_a_previous_token_head():
+    from book.chapters.ch06 import head_stats
+    T = 12
+    uniform = torch.tril(torch.ones(T, T)) / torch.arange(1, T + 1)[:, None]        # every past key alike
+    prev = torch.diag(torch.ones(T - 1), -1)
+    prev[0, 0] = 1.0                                                                   # all weight one step back
+    maps = torch.stack([uniform, prev])[None, None].expand(2, 1, 2, T, T)             # (B, L, H, T, T)
+    idx = torch.tensor([[0, 1, 2] * 4, [2, 1, 0] * 4])
+    s = head_stats(maps, idx, {" ": 1, "\n": 2})
+    assert s["look-back"].shape == (1, 2)
+    assert torch.allclose(s["look-back"][0, 0], torch.tensor([q / 2 for q in range(8, T)]).mean())
+    assert s["look-back"][0, 1] == 1 and s["previous"][0, 1] == 1 and s["entropy"][0, 1] == 0
+    assert torch.allclose(s["newline"][0, 0], s["space"][0, 0], atol=0.02)           # a third of keys each, nearly
+
+
+def test_identity_fit_and_copy_run_train_and_reject_bad_arguments():
+    from book.chapters.ch06 import copy_run, identity_fit
+    h = identity_fit(True, steps=3)
+    assert len(h.train_loss) == 3 and h.train_loss[0] < 1.0     # residual: starts near the identity
+    secs = {}
+    acc = copy_run(1, 0, steps=2, lr=1e-3, warmup=1, device="cpu", train_seconds=secs)
+    assert 0 <= acc <= 1 and list(secs) == ["copy, 1 layer(s), seed 0"]
+    with pytest.raises(ValueError, match="steps"):
+        identity_fit(True, steps=0)
+    with pytest.raises(ValueError, match="n_layers"):
+        copy_run(0, 0, steps=2, lr=1e-3, warmup=1, device="cpu", train_seconds={})

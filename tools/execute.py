@@ -136,10 +136,13 @@ def write_tables(runtimes: dict) -> None:
 
 
 def write_budget_table() -> None:
-    """chapters/_generated/budget_leaderboard.md from the recorded multi-budget leaderboard (book/results)."""
-    from book.results import budget_table, read_rows
+    """chapters/_generated/budget_leaderboard.md from the recorded multi-budget leaderboard (book/results), and
+    scaling_leaderboard.md from Chapter 10's scaling study (its fit and long runs), once the long runs exist."""
+    from book.results import budget_table, read_rows, scaling_rows
 
     atomic_write(GENERATED / "budget_leaderboard.md", budget_table(read_rows("budget_leaderboard")))
+    if scaling_rows():
+        atomic_write(GENERATED / "scaling_leaderboard.md", budget_table(scaling_rows()))
 
 
 def write_runtimes(runtimes: dict) -> None:

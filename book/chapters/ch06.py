@@ -23,7 +23,8 @@ __all__ = ["NORM_COLOURS", "draw_head_split", "draw_post_pre_norm", "repeat_batc
            "check_live_warmup", "lstm_from_leaderboard", "check_and_glue_live_ladder", "recorded_ladder",
            "check_and_glue_recorded_ladder", "ladder_answer", "ladder_dot_plot", "wide_head_report",
            "stream_after_training", "check_and_glue_copy", "print_timings", "check_and_glue_head_stats",
-           "top_contexts"]
+           "top_contexts", "identity_fit", "check_and_glue_identity_fit", "draw_batchnorm_wobble", "head_stats",
+           "copy_run"]
 
 
 def draw_head_split():
@@ -671,3 +672,95 @@ def check_and_glue_token_in_stream(ladder: dict, flags: dict, vocab_size: int, s
     for rung, key in (("+ FFN", "plain"), ("+ residual", "res")):
         glue(f"ch6_keep_trained_{key}", f"{out[rung, 'trained'][-1]:.0%}", tol=8, spread="glue_spread", margin=2)
     return out
+
+
+def identity_fit(residual: bool, steps: int = 150):
+    """Train 4 attention + FFN blocks (no norm, d_model 32) to return their own input, random vectors -> the fit's
+    History; its train_loss is the relative error |out - x|^2 / |x|^2 per step."""
+    from ..blocks import TransformerBlock
+    from ..optim import build_optimizer
+    from ..optim import fit
+    from ..utils import seed_everything
+
+    steps = positive_int(steps=steps)
+    seed_everything(0)
+    stack = torch.nn.Sequential(*(TransformerBlock(32, 4, causal=True, residual=residual, use_norm=False)
+                                  for _ in range(4)))
+    gen = torch.Generator().manual_seed(0)
+    loss = lambda m, xb: (m(xb) - xb).pow(2).mean() / xb.pow(2).mean()
+    return fit(stack, lambda: torch.randn(16, 12, 32, generator=gen), loss_fn=loss, steps=steps,
+               optimizer=build_optimizer(stack, "adam", lr=3e-3), schedule="constant", progress=False)
+
+
+def check_and_glue_identity_fit(runs: dict):
+    """The identity fit with and without residuals ({"with residual": History, "without residual": History}):
+    printed, claimed, glued, drawn -> the figure."""
+    for name, h in runs.items():
+        print(f"{name:16s} relative error: step 1 {h.train_loss[0]:.3f} -> step {h.steps} {h.train_loss[-1]:.4f}")
+    id_res, id_plain = runs["with residual"].train_loss[-1], runs["without residual"].train_loss[-1]
+    claim(id_res < 0.1 * id_plain, f"the identity is easy with the residual ({id_res:.4f}) and hard without "
+          f"({id_plain:.3f})")
+    glue("ch6_identity_res", f"{id_res:.3f}", tol=0.02, spread="glue_spread", margin=2)
+    glue("ch6_identity_plain", f"{id_plain:.2f}", rel=0.3, spread="glue_spread", margin=2)
+    glue("ch6_identity_res0", f"{runs['with residual'].train_loss[0]:.2f}", rel=0.3, spread="glue_spread", margin=2)
+    fig, ax = plots.new_figure(figsize=(5.2, 3.2))
+    plots.line_plot(range(1, len(runs["with residual"].train_loss) + 1), {k: h.train_loss for k, h in runs.items()},
+                    "step", "relative error |out - x|² / |x|²", title="Learning to do nothing: 4 blocks", logy=True,
+                    marker="", ax=ax)
+    return fig
+
+
+def draw_batchnorm_wobble(sizes: list, wobble: Dict[str, list]):
+    """The std of one fixed example's normalised output over random batches, against the batch size (log axes)."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    fig = plots.line_plot(sizes, {"BatchNorm": wobble["BatchNorm"]}, "batch size", "std of the same example's output",
+                          title="BatchNorm: the output depends on the batch", logx=True, logy=True)
+    ax = fig.axes[0]
+    ax.set_yticks([0.1, 0.2, 0.4, 0.8])
+    for axis in (ax.xaxis, ax.yaxis):                        # 0.2 and 100, not 2 x 10^-1 and 10^2
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        axis.set_minor_formatter(NullFormatter())
+    ax.text(0.03, 0.05, "LayerNorm: 0 at every batch size (a log axis cannot show it)", transform=ax.transAxes,
+            fontsize=7)
+    return fig
+
+
+def head_stats(maps: torch.Tensor, idx: torch.Tensor, stoi: dict) -> dict:
+    """Per layer and head, averaged over the windows `idx` (B, T) and their queries at positions 8 and later: the
+    mean look-back, the weight on the previous character, on spaces, on newlines, and the entropy of the weights.
+    `maps`: (B, L, H, T, T) attention weights; `stoi`: the tokenizer's character -> id. -> {name: (L, H)}."""
+    T = maps.shape[-1]
+    back = (torch.arange(T)[:, None] - torch.arange(T)[None, :]).clamp(min=0).float()
+    is_char = lambda c: (idx.cpu() == stoi[c])[:, None, None, None, :].float()   # keys that are c
+    m = maps[..., 8:, :]                                        # queries with at least 8 keys
+    return {"look-back": (m * back[8:]).sum(-1).mean((0, 3)),
+            "previous": maps.diagonal(-1, -2, -1)[..., 7:].mean((0, 3)),
+            "space": (m * is_char(" ")).sum(-1).mean((0, 3)),
+            "newline": (m * is_char("\n")).sum(-1).mean((0, 3)),
+            "entropy": -(m * m.clamp_min(1e-9).log()).sum(-1).mean((0, 3))}
+
+
+def copy_run(n_layers: int, seed: int, steps: int, lr: float, warmup: int, device, train_seconds: dict) -> float:
+    """Train a BlockLM of `n_layers` (d_model 64, 4 heads) on the repeat task (loss on the predictable positions
+    only) -> its accuracy on the second copy over 2,000 fresh sequences. Its training time goes into
+    train_seconds."""
+    from ..blocks import BlockLM
+    from ..optim import build_optimizer
+    from ..optim import fit
+    from ..utils import seed_everything
+
+    seed_everything(seed)
+    gen = torch.Generator().manual_seed(seed)
+    lm = BlockLM(32, 32, 64, positive_int(n_layers=n_layers), 4).to(device)
+
+    def loss(m, batch):
+        x, y, c = (t.to(device) for t in batch)
+        return F.cross_entropy(m(x)[c], y[c])
+    hist = fit(lm, lambda: repeat_batch(32, 32, 32, 4, 10, generator=gen), loss_fn=loss, steps=steps,
+               optimizer=build_optimizer(lm, "adamw", lr=lr), warmup=warmup, grad_clip=1.0, progress=False,
+               desc=f"copy, {n_layers} layer(s)")
+    train_seconds[f"copy, {n_layers} layer(s), seed {seed}"] = hist.train_seconds
+    x, y, c = repeat_batch(2000, 32, 32, 4, 10, generator=torch.Generator().manual_seed(10_000))
+    with torch.no_grad():
+        return (lm(x.to(device)).argmax(-1).cpu() == y)[c].float().mean().item()

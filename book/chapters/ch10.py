@@ -16,7 +16,8 @@ from ..results import range_verdict, seed_span
 from ..utils import claim, glue
 
 __all__ = ["needle_batch", "range_verdict", "probe_figure", "VARIANT", "machine_line", "ladder_seconds", "seed_range",
-           "scaling_record", "check_and_glue_scaling", "ladder_verdicts", "print_ladder", "print_speedrun",
+           "scaling_record", "check_and_glue_scaling", "SCALING_CHOICES", "check_and_glue_scaling_long",
+           "gpu_recipe_on_the_fit", "long_leaderboard_row", "ladder_verdicts", "print_ladder", "print_speedrun",
            "glue_speedrun", "curve_at", "race_report",
            "race_curves_figure", "train_needle_finder", "with_window", "needle_accuracy", "cache_comparison",
            "budget_summary_lines"]
@@ -343,7 +344,7 @@ def scaling_record() -> dict:
     fit's own), the prediction with its provenance, and the long runs if they are recorded. -> {"points": {model:
     {budget: [bits, one per seed]}}, "pred": {(quantity, model, axis): (estimate, low, high)}, "fits": {axis:
     {model: (L_inf, A, alpha)}}, "kn", "spread", "pred_prov", "long": {model: {budget: [bits]}} or None,
-    "long_prov": [provenance of each scaling_long_*.csv] or None}."""
+    "long_prov": [provenance of each scaling_long_*.csv] or None, "fit_cpu_s", "long_cpu_s": CPU seconds spent}."""
     from ..results import RESULTS_DIR, provenance, read_rows
 
     points = {m: {} for m in SCALING_MODELS}
@@ -353,7 +354,8 @@ def scaling_record() -> dict:
     pred_prov = provenance("scaling_prediction")
     pred = {(r["quantity"], r["model"], r["axis"]): tuple(float(r[k]) for k in ("estimate", "low", "high"))
             for r in read_rows("scaling_prediction")}
-    long, long_prov = None, []
+    fit_cpu_s = sum(float(r["cpu_s"]) for r in read_rows("scaling_fit"))
+    long, long_prov, long_cpu_s = None, [], 0.0
     for path in sorted(RESULTS_DIR.glob("scaling_long_*.csv")):      # one table per recorded call, each dated
         prov = provenance(path.stem)
         if prov["date"] <= pred_prov["date"]:
@@ -362,10 +364,11 @@ def scaling_record() -> dict:
         long_prov.append(prov)
         for r in read_rows(path.stem):
             long[r["model"]].setdefault(float(r["budget_s"]), []).append(float(r["val_bpc"]))
+            long_cpu_s += float(r["cpu_s"])
     return dict(points={m: dict(sorted(v.items())) for m, v in points.items()}, pred=pred,
                 fits={axis: {m: tuple(v) for m, v in f.items()} for axis, f in pred_prov["fits"].items()},
                 kn=pred_prov["kn_bits"], spread=pred[("spread", "", "bits/char")][0], pred_prov=pred_prov,
-                long=long, long_prov=long_prov or None)
+                long=long, long_prov=long_prov or None, fit_cpu_s=fit_cpu_s, long_cpu_s=long_cpu_s)
 
 
 def _minutes(seconds: float) -> str:
@@ -424,3 +427,150 @@ def check_and_glue_scaling(S: dict, plots):
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     return fig
+
+
+# The question before the long runs, in CPU-minutes of one thread: the fit's longest runs (8 minutes) have not passed
+# the line, and the long runs are 24 and 48 minutes (benchmarks/scaling_crossing.py --part long --budgets 1440 2880).
+SCALING_CHOICES = ("8 to 24 minutes", "24 to 48 minutes", "more than 48 minutes, or never")
+
+
+def _span(v) -> str:
+    from ..results import value_range
+    return value_range(min(v), max(v), "{:.3f}")
+
+
+def check_and_glue_scaling_long(S: dict, q=None) -> dict:
+    """The long runs against the prediction (scaling_record's S): printed, glued (each comparison a whole sentence
+    built from the numbers), the quiz `q` (asked with SCALING_CHOICES) answered from them -> {"answer", "crossing":
+    (low, high) CPU seconds or None, "miss": {(model, budget): measured mean - the fit's curve}}."""
+    import statistics
+
+    if not S["long"]:
+        raise ValueError("no long runs recorded: benchmarks/scaling_crossing.py --part long --budgets 1440 2880")
+    gpt, lstm = SCALING_MODELS
+    f, kn, spread = S["fits"]["cpu_s"], S["kn"], S["spread"]
+    curve = lambda m, c: f[m][0] + f[m][1] * c ** -f[m][2]
+    mean = lambda v: statistics.fmean(v)
+    print(f"{'budget':>8} | {'model':20s} | {'seeds':>11} | {'mean':>5} | {'fit said':>8} | miss")
+    miss = {}
+    for m in SCALING_MODELS:
+        for b, v in S["long"][m].items():
+            miss[(m, b)] = mean(v) - curve(m, b)
+            print(f"{b / 60:5.0f} min | {m:20s} | {_span(v):>11} | {mean(v):.3f} | {curve(m, b):8.3f} | "
+                  f"{miss[(m, b)]:+.3f}")
+    print(f"Kneser-Ney 7-gram: {kn:.3f}; the seeds' spread in the fit: {spread:.3f}")
+    # the measured crossing: after the largest budget whose mean is above the line, by the first below it
+    every = {**S["points"][gpt], **S["long"][gpt]}
+    above = [b for b, v in every.items() if mean(v) >= kn]
+    below = [b for b, v in every.items() if mean(v) < kn and b > max(above)]
+    longest = max(S["long"][gpt])
+    if below:
+        crossing = (max(above), min(below))
+        hi_min = crossing[1] / 60
+        answer = next(c for c, top in zip(SCALING_CHOICES, (24, 48, math.inf)) if hi_min <= top)
+    else:
+        crossing = None
+        if longest < 2880:
+            raise ValueError(f"the GPT has not passed the line by {longest / 60:g} minutes and the 48-minute runs are "
+                             "not recorded: the question cannot be answered yet")
+        answer = SCALING_CHOICES[-1]
+    pred = S["pred"][("passes Kneser-Ney", gpt, "cpu_s")]
+    if crossing:
+        v = every[crossing[1]]
+        inside = crossing[0] <= pred[2] and crossing[1] >= pred[1]
+        gpt_sentence = (f"After {crossing[1] / 60:g} CPU-minutes the modern GPT scores {mean(v):.3f} bits per "
+                        f"character (seeds {_span(v)}), below the 7-gram's {kn:.3f}"
+                        + (" on every seed" if max(v) < kn else f" on average ({sum(x < kn for x in v)} of {len(v)} "
+                           "seeds)")
+                        + f"; after {crossing[0] / 60:g} it was still above. So the crossing lies between "
+                        f"{crossing[0] / 60:g} and {crossing[1] / 60:g} CPU-minutes, "
+                        + ("which overlaps" if inside else "which misses")
+                        + f" the predicted {_minutes(pred[1])}–{_minutes(pred[2])}")
+    else:
+        v = S["long"][gpt][longest]
+        gpt_sentence = (f"After {longest / 60:g} CPU-minutes the modern GPT scores {mean(v):.3f} bits per character "
+                        f"(seeds {_span(v)}), still above the 7-gram's {kn:.3f}: the prediction "
+                        f"({_minutes(pred[0])} CPU-minutes, {_minutes(pred[1])}–{_minutes(pred[2])}) "
+                        + ("failed" if longest > pred[2] else "is not yet decided"))
+    lv = S["long"][lstm][max(S["long"][lstm])]
+    lstm_sentence = (f"The LSTM ends at {mean(lv):.3f} (seeds {_span(lv)}) after {max(S['long'][lstm]) / 60:g} "
+                     "minutes, " + ("above the line as its fitted floor said" if min(lv) > kn else
+                        "below the line, which its fitted floor said it would never reach"))
+    gv = S["long"][gpt][max(S["long"][lstm])]
+    lead = mean(lv) - mean(gv)
+    lead_sentence = (f"the GPT's lead there is {lead:.3f} bits, "
+                     + ("more than" if lead > spread else "within") + f" the seeds' spread ({spread:.3f})"
+                     + (", and every GPT seed is below every LSTM seed" if max(gv) < min(lv) else ""))
+    worst = max(miss, key=lambda k: abs(miss[k]))
+    side = ("above the curve every time" if all(x > 0 for x in miss.values()) else
+            "below the curve every time" if all(x < 0 for x in miss.values()) else "on both sides of the curve")
+    fit_sentence = (f"The fitted curves missed the long runs' means by at most {abs(miss[worst]):.3f} bits "
+                    f"({worst[0].split(' (')[0]}, {worst[1] / 60:g} minutes), "
+                    + ("less than the seeds' spread" if abs(miss[worst]) <= spread else
+                       "more than the seeds' spread: there the fit fails") + f", {side}")
+    for sentence in (gpt_sentence, lstm_sentence, lead_sentence, fit_sentence):
+        print(textwrap.fill(sentence[0].upper() + sentence[1:] + ".", 100))
+    glue("ch10_sc_gpt_verdict", gpt_sentence)
+    glue("ch10_sc_lstm_verdict", lstm_sentence)
+    glue("ch10_sc_lead_verdict", lead_sentence)
+    glue("ch10_sc_fit_verdict", fit_sentence)
+    glue("ch10_sc_long_cpu_h", f"{S['long_cpu_s'] / 3600:.1f}")
+    glue("ch10_sc_fit_cpu_h", f"{S['fit_cpu_s'] / 3600:.1f}")
+    glue("ch10_sc_long_minutes", " and ".join(f"{b / 60:g}" for b in sorted(S["long"][gpt])))
+    glue("ch10_sc_long_seeds", min(len(v) for m in S["long"] for v in S["long"][m].values()))
+    glue("ch10_sc_answer", f"measured: {answer}")
+    if q is not None:
+        q.answer(choice=answer, why="A power law flattens towards its floor: each halving of the gap to it costs "
+                 "a fixed multiple of compute, and the GPT's floor lies only a little below the line.",
+                 measured=gpt_sentence, evidence=["ch10_sc_gpt_verdict"])
+    return dict(answer=answer, crossing=crossing, miss=miss)
+
+
+def long_leaderboard_row(S: dict):
+    """The leaderboard's row for the modern GPT's longest recorded run (the mean of its seeds): display it."""
+    from ..results import read_rows
+    from ..train import leaderboard_row
+
+    gpt = SCALING_MODELS[0]
+    b = max(S["long"][gpt])
+    v = S["long"][gpt][b]
+    params = int(next(r["params"] for r in read_rows("budget_leaderboard") if r["model"] == gpt))
+    return leaderboard_row(f"modern GPT 2x128, {b / 60:g} CPU-min, {len(v)} seeds", 10, sum(v) / len(v),
+                           params=params, train_s=b)
+
+
+def _sci(x: float) -> str:
+    """5.3e15 -> '5.3 × 10¹⁵' (for prose)."""
+    mant, exp = f"{x:.1e}".split("e")
+    return f"{mant} × 10" + str(int(exp)).translate(str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹"))
+
+
+def gpu_recipe_on_the_fit(S: dict, vocab_size: int) -> dict:
+    """What the fit in FLOPs says for nanoGPT's GPU recipe (book.train.NANOGPT_GPU: 6 layers of 384, 5,000 steps of
+    64 x 256 tokens; its README reports a validation loss of 1.47 nats after about 3 minutes of an A100): the
+    recipe's training FLOPs, counted as the fit's were, and the fitted curve of the 2-layer modern GPT at that
+    compute, against the recipe's reported loss. Printed, glued -> the numbers."""
+    from ..gpt import GPT
+    from ..timing import count_flops
+    from ..train import NANOGPT_GPU
+
+    r = NANOGPT_GPU
+    model = GPT(r.config(vocab_size))
+    x = torch.randint(vocab_size, (1, r.context_len))
+    per_window = count_flops(lambda: F.cross_entropy(model(x).flatten(0, 1), x.flatten()).backward())
+    flops = per_window * r.batch_size * r.steps
+    L, A, a = S["fits"]["flops"][SCALING_MODELS[0]]
+    at = L + A * flops ** -a
+    reported = 1.47 / math.log(2)
+    lo = S["pred"][("L_inf", SCALING_MODELS[0], "flops")][1]
+    claim(reported < lo, f"the GPU recipe's reported {reported:.3f} bits lies below the 2-layer model's fitted floor "
+          f"(90 % interval from {lo:.3f})")
+    cross = S["pred"][("passes Kneser-Ney", SCALING_MODELS[0], "flops")][0]
+    print(f"nanoGPT's GPU recipe: {flops:.2e} training FLOPs ({flops / cross:.0f} x the predicted crossing's)\n"
+          f"  the 2-layer fit there: {at:.3f} bits/char; the recipe's reported 1.47 nats: {reported:.3f} bits/char")
+    glue("ch10_sc_gpu_flops", _sci(flops))
+    glue("ch10_sc_gpu_times", f"{flops / cross:.0f}")
+    glue("ch10_sc_gpu_fit", f"{at:.3f}")
+    glue("ch10_sc_gpu_bits", f"{reported:.2f}")
+    glue("ch10_sc_gpu_params", f"{sum(p.numel() for p in model.parameters()) / 1e6:.1f}")
+    return dict(flops=flops, fit=at, reported=reported)
