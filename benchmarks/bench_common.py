@@ -26,6 +26,7 @@ if str(ROOT) not in sys.path:
 from book.data import load_shakespeare, shakespeare_split  # noqa: E402
 from book.files import atomic_write  # noqa: E402
 from book.results import RESULTS_DIR, sha256_of  # noqa: E402
+from book.timing import cpu_model  # noqa: E402,F401  (the provenance names the machine; benchmarks import it here)
 from book.tokenizers import CharTokenizer  # noqa: E402
 
 
@@ -69,17 +70,6 @@ def _git_commit():
         return head.stdout.strip(), bool(run("status", "--porcelain", "--untracked-files=no").stdout.strip())
     except (OSError, subprocess.SubprocessError):
         return None, None
-
-
-def cpu_model() -> str:
-    """The CPU's model name (/proc/cpuinfo on Linux, else what platform knows)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def _jsonable(v):

@@ -31,8 +31,22 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from .checks import positive_int, positive_number
 
-__all__ = ["time_it", "time_in_turns", "count_flops", "count_calls", "count_positions"]
+__all__ = ["cpu_model", "time_it", "time_in_turns", "count_flops", "count_calls", "count_positions"]
 
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo on Linux, else what platform knows): which machine a measurement is from."""
+    import platform
+    from pathlib import Path
+
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 def _callable(fn, name: str = "fn"):
     if not callable(fn):

@@ -19,7 +19,7 @@ from ..transformer import Transformer
 __all__ = ["draw_encoder_decoder", "to_torch_transformer", "check_transformer_params", "check_cross_attention",
            "transformer_params", "to_torch_decoder_layer", "translate_words", "export_translator", "load_translator",
            "live_translator", "behind_buckets", "check_behind_buckets", "recorded_race", "race_figure",
-           "chapter3_rnns", "check_and_glue_live_race", "live_vs_record_sentence", "seed0_reruns", "this_cpu",
+           "chapter3_rnns", "check_and_glue_live_race", "live_vs_record_sentence", "seed0_reruns",
            "count_base_model",
            "check_and_glue_decoding", "check_and_glue_exposure", "check_cross_attention_slider", "check_step_replay",
            "post_norm_sentence"]
@@ -497,8 +497,9 @@ def check_and_glue_live_race(rnn: dict, tf_eq_acc: dict, tf_acc: dict, tf_params
     glue("ch8_tf_long", f"{tf_acc[longest][0]:.1%}", tol=15, spread="glue_spread", margin=2)
     glue("ch8_tf_min", f"{min(a[0] for a in tf_acc.values()):.1%}", tol=15, spread="glue_spread", margin=2)
     from ..results import provenance
+    from ..timing import cpu_model
     glue("ch8_live_vs_record", live_vs_record_sentence(tf_eq_acc[longest][0], rec_tf, rec_tf[0],
-                                                       provenance("seq2seq_three")["cpu"], seed0_reruns(), this_cpu()),
+                                                       provenance("seq2seq_three")["cpu"], seed0_reruns(), cpu_model()),
          tol="any")
     glue("ch8_tf_secs", f"{tf_secs:.0f}", timing=True)
     glue("ch8_attn_secs", f"{secs[1]:.0f}", timing=True)
@@ -506,20 +507,6 @@ def check_and_glue_live_race(rnn: dict, tf_eq_acc: dict, tf_acc: dict, tf_params
     glue("ch8_tf_ms", f"{1000 * tf_secs / steps:.0f}", timing=True)
     glue("ch8_attn_ms", f"{1000 * secs[1] / rnn['steps']:.0f}", timing=True)
     glue("ch8_step_ratio", f"{steps / rnn['steps']:.1f}")
-
-
-def this_cpu() -> str:
-    """This machine's CPU model name (/proc/cpuinfo), or what platform knows."""
-    import platform
-    from pathlib import Path
-
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def seed0_reruns() -> dict:
