@@ -116,3 +116,20 @@ def test_identity_fit_and_copy_run_train_and_reject_bad_arguments():
         identity_fit(True, steps=0)
     with pytest.raises(ValueError, match="n_layers"):
         copy_run(0, 0, steps=2, lr=1e-3, warmup=1, device="cpu", train_seconds={})
+
+
+def test_the_newline_heads_sentence_reads_its_weights_on_the_line():
+    from book.chapters.ch06 import check_and_glue_newline_head
+    line = "AB:\nCD"
+    T = len(line)
+    maps = torch.zeros(2, 2, T, T)
+    maps[..., 0] = 1.0                                   # every head looks at the first key...
+    maps[1, 1, 4:, :] = 0.0
+    maps[1, 1, 4:, 3] = 0.75                             # ...but layer 2, head 2 gives the newline 3/4 after it
+    maps[1, 1, 4:, 2] = 0.25
+    stats = {"newline": torch.tensor([[0.1, 0.1], [0.1, 0.9]]), "look-back": torch.tensor([[1.0, 1.0], [2.0, 2.0]])}
+    names = ["layer 1, head 1", "layer 1, head 2", "layer 2, head 1", "layer 2, head 2"]
+    assert check_and_glue_newline_head(stats, maps, line, names) == "layer 2, head 2"
+    stats["newline"] = torch.tensor([[0.9, 0.1], [0.1, 0.1]])          # a newline head in layer 1: the claim fails
+    with pytest.raises(AssertionError, match="not in layer 1"):
+        check_and_glue_newline_head(stats, maps, line, names)

@@ -24,7 +24,7 @@ __all__ = ["NORM_COLOURS", "draw_head_split", "draw_post_pre_norm", "repeat_batc
            "check_and_glue_recorded_ladder", "ladder_answer", "ladder_dot_plot", "wide_head_report",
            "stream_after_training", "check_and_glue_copy", "print_timings", "check_and_glue_head_stats",
            "top_contexts", "identity_fit", "check_and_glue_identity_fit", "draw_batchnorm_wobble", "head_stats",
-           "copy_run"]
+           "copy_run", "check_and_glue_newline_head"]
 
 
 def draw_head_split():
@@ -764,3 +764,31 @@ def copy_run(n_layers: int, seed: int, steps: int, lr: float, warmup: int, devic
     x, y, c = repeat_batch(2000, 32, 32, 4, 10, generator=torch.Generator().manual_seed(10_000))
     with torch.no_grad():
         return (lm(x.to(device)).argmax(-1).cpu() == y)[c].float().mean().item()
+
+
+def check_and_glue_newline_head(stats: dict, line_maps: torch.Tensor, line: str, names: list) -> str:
+    """The head most drawn to newlines (over the validation windows: head_stats' "newline", (L, H)), claimed not to
+    be in layer 1, whose heads look closer; and what it does on the slider's `line` (line_maps: (L, H, T, T)): its
+    mean weight on each key over the rows after the first newline, the newline's share and the two keys it favours,
+    glued as a sentence -> the head's name ("layer l, head h")."""
+    L, H = stats["newline"].shape
+    flat = int(stats["newline"].flatten().argmax())
+    layer, head = divmod(flat, H)
+    name, lb = names[flat], stats["look-back"]
+    claim(layer > 0 and lb[0].mean() < lb[-1].mean(),
+          f"the newline head ({name}) is not in layer 1, whose heads look closer "
+          f"(mean look-back {lb[0].mean():.2f} vs {lb[-1].mean():.2f} in the last layer)")
+    nl = line.index("\n")
+    w = line_maps[layer, head, nl + 1:, :].mean(0)                   # rows that can see the newline: mean per key
+    chars = {}
+    for j, c in enumerate(line[:len(w)]):
+        chars[c] = chars.get(c, 0.0) + float(w[j])
+    show = lambda c: "↵" if c == "\n" else c
+    top = [c for c in sorted(chars, key=chars.get, reverse=True) if c != "\n"][:2]
+    on_newline = chars["\n"]
+    sentence = (f"on this line, after the newline, it gives the newline {on_newline:.0%} of its weight, "
+                + " and ".join(f"'{show(c)}' {chars[c]:.0%}" for c in top))
+    print(f"{name}, the head most drawn to newlines:\n  {sentence}")
+    glue("ch6_newline_head", name, tol="any")
+    glue("ch6_newline_line", sentence, tol="any")
+    return name
