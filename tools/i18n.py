@@ -19,7 +19,9 @@ that lie outside code fences and $$ math. msgctxt is the cell's id (the page's n
 block, msgstr its Chinese. `extract` merges the English into the existing catalog the gettext way (Babel's
 Catalog.update): a new block is added untranslated, a removed one becomes obsolete, and a changed one keeps its old
 translation marked fuzzy with the previous English beside it, so a translator sees what changed. HTML comments
-(the typed-number notes) are not translated. Files are written atomically.
+(the typed-number notes) are not translated. Glued values the prose shows that hold words (a verdict, a range
+"a to b", a head's name) are entries too, msgctxt "glue:<name>", msgid the value as the English page shows it:
+a re-executed notebook whose value changes turns its entry fuzzy. Files are written atomically.
 """
 from __future__ import annotations
 
@@ -85,6 +87,42 @@ def units(path: Path) -> list:
         if not cell.get("id"):
             raise ValueError(f"{path.name}: a markdown cell has no id (nbformat 4.5 gives every cell one)")
         out += [(cell["id"], b) for b in blocks(template(cell)) if not COMMENT.match(b)]
+    return out + [(f"glue:{name}", text) for name, text in worded_glue(nb).items()]
+
+
+WORDS = re.compile(r"[A-Za-z]{2,}")
+
+
+def _plain(bundle: dict):
+    """A glued value's text as the page shows it (a str's quotes stripped), or None if it is not plain text."""
+    import ast
+
+    plain = bundle.get("text/plain")
+    if plain is None:
+        return None
+    if len(plain) >= 2 and plain[0] == plain[-1] and plain[0] in "'\"":
+        try:
+            return ast.literal_eval(plain)
+        except (ValueError, SyntaxError):
+            return plain
+    return plain
+
+
+def worded_glue(nb) -> dict:
+    """{name: text} of the glued values the page's prose shows that hold words (two letters or more in a row): a
+    verdict, a range "a to b", a name. Numbers alone need no translation. In page order of first use."""
+    import render
+
+    values, out = render.glue_values(nb), {}
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            continue
+        for m in render.ROLE.finditer(template(cell)):
+            body = m["body"]
+            name = body.rpartition(":")[0] if m["kind"] == "text" and ":" in body else body
+            text = _plain(values.get(name, {}))
+            if text is not None and WORDS.search(text) and name not in out:
+                out[name] = text
     return out
 
 
@@ -201,6 +239,12 @@ def build_page(page: Path) -> dict:
 
     nb = nbformat.read(page, as_version=4)
     values = render.glue_values(nb)
+    for name, text in worded_glue(nb).items():          # glued words, translated like the prose around them
+        m = cat.get(text, context=f"glue:{name}")
+        if m is None or not m.string or m.fuzzy:
+            raise MissingTranslation(f"{page.stem} [glue:{name}]: the glued value {text!r} has no finished "
+                                     f"translation in i18n/zh/{page.stem}.po")
+        values[name] = {**values[name], "text/plain": repr(m.string)}
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             cell.source = translate(render.template(cell), cell["id"], cat, page.stem)
