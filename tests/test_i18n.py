@@ -52,3 +52,20 @@ def test_every_translated_entry_of_the_catalog_keeps_its_markup_and_uses_the_glo
     deep = [m.string for p in pages for m in i18n.read_catalog(i18n.po_path(p))
             if m.id.lstrip("#").lstrip().startswith("Deep dive (optional)") and m.string]
     assert deep and all(s.lstrip("#").lstrip().startswith("深入阅读（可选）：") for s in deep)
+
+
+def test_the_site_folds_a_chinese_deep_dive_as_it_folds_an_english_one():
+    from docutils import nodes
+    sys.path.insert(0, str(ROOT / "_ext"))
+    import deep_dive
+
+    doc = nodes.document(None, None)
+    for title in ("深入阅读（可选）：为什么要堆叠", "Deep dive (optional): why stack", "练习"):
+        sec = nodes.section()
+        sec += nodes.title(text=title)
+        sec += nodes.paragraph(text="body")
+        doc += sec
+    deep_dive.fold_deep_dives(None, doc)
+    raws = [n.astext() for n in doc.findall(nodes.raw)]
+    assert sum("<details" in r for r in raws) == 2 and any("展开深入阅读" in r for r in raws)
+    assert [("deep-dive-section" in s["classes"]) for s in doc.findall(nodes.section)] == [True, True, False]
