@@ -538,10 +538,10 @@ def live_vs_record_sentence(live: float, recorded: list, seed0: float, record_cp
     said = f"That lies {side} all {len(recorded)} recorded seeds ({span}), which do not bound every other seed"
     same = (reruns or {}).get(here)
     if same is not None and abs(same - live) < 5e-4:
-        return (f"{said}. The cause is the processor: the record's own script, run with the same seed on this page's "
-                f"({here}), gives exactly {live:.1%}, where on the record's ({record_cpu}) it gave {seed0:.1%}. Their "
-                "vector instructions round differently, and 500 steps of training carry that into what is in effect "
-                "another seed")
+        return (f"{said}. The cause is the processor: the record's own script, run with the same seed on this "
+                f"page's processor ({here}), gives exactly {live:.1%}, where the record's ({record_cpu}) gave "
+                f"{seed0:.1%}. Their vector instructions round differently, and 500 steps of training carry that "
+                "into what is in effect another seed")
     return (f"{said}. The live run uses the same code, seed and thread count as the record's seed 0 ({seed0:.1%}), "
             "but on another processor the arithmetic rounds differently, and a few hundred steps of training carry "
             "such differences into another run, in effect another seed"
