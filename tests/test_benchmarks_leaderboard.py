@@ -47,6 +47,10 @@ def test_recorded_scaling_prediction_predates_any_long_run_and_reads_back():
     assert all(len(S["points"][m]) == 6 for m in S["points"])   # 3 budgets of the leaderboard, 3 of the fit
     if S["long"] is not None:                                                # the long runs came after the prediction
         assert all(p["date"] > pred["date"] and len(p["seeds"]) >= 3 for p in S["long_prov"])
+        out = ch10.check_and_glue_scaling_long(S)
+        assert out["answer"] in ch10.SCALING_CHOICES
+        gap = ch10.check_and_glue_scaling_gap(S)          # the retrained runs reproduce the recorded ones (claimed)
+        assert gap["overfit"] == out["worse"] == (out["answer"] == ch10.SCALING_CHOICES[2])
     for m in ch10.SCALING_MODELS:
         L, A, alpha = S["fits"]["cpu_s"][m]
         est, lo, hi = S["pred"][("L_inf", m, "cpu_s")]
@@ -70,21 +74,19 @@ def _scaling_S(long_gpt, long_lstm):
 
 def test_the_long_runs_are_scored_in_sentences_built_from_their_numbers():
     from book.chapters import ch10
+    gpt = "modern GPT (ch. 10)"
     S = _scaling_S({1440.0: [2.19, 2.192, 2.194]}, {1440.0: [2.265, 2.27, 2.272]})
     out = ch10.check_and_glue_scaling_long(S)
-    assert out["answer"] == ch10.SCALING_CHOICES[0] and out["crossing"] == (480.0, 1440.0)
-    assert abs(out["miss"][("modern GPT (ch. 10)", 1440.0)] - (2.192 - (2.155 + 2.94 * 1440 ** -0.586))) < 1e-9
-    # above the line at 24 minutes, below at 48: the second choice; the crossing between them
-    S = _scaling_S({1440.0: [2.20, 2.201, 2.202], 2880.0: [2.18, 2.185, 2.19]},
-                   {1440.0: [2.265, 2.27, 2.272], 2880.0: [2.26, 2.262, 2.264]})
+    assert out["answer"] == ch10.SCALING_CHOICES[0] and out["crossing"] == (480.0, 1440.0) and not out["worse"]
+    assert abs(out["miss"][(gpt, 1440.0)] - (2.192 - (2.155 + 2.94 * 1440 ** -0.586))) < 1e-9
+    # closer than the 8-minute runs, still above the line: the second choice, no crossing
+    S = _scaling_S({1440.0: [2.20, 2.201, 2.202]}, {1440.0: [2.265, 2.27, 2.272]})
     out = ch10.check_and_glue_scaling_long(S)
-    assert out["answer"] == ch10.SCALING_CHOICES[1] and out["crossing"] == (1440.0, 2880.0)
-    # never below, and 48 minutes recorded: the last choice; only 24 minutes recorded: no answer yet
-    S = _scaling_S({1440.0: [2.20, 2.201, 2.202], 2880.0: [2.198, 2.199, 2.2]}, {1440.0: [2.27], 2880.0: [2.26]})
-    assert ch10.check_and_glue_scaling_long(S)["answer"] == ch10.SCALING_CHOICES[2]
-    S = _scaling_S({1440.0: [2.20, 2.201, 2.202]}, {1440.0: [2.27, 2.27, 2.27]})
-    with pytest.raises(ValueError, match="cannot be answered yet"):
-        ch10.check_and_glue_scaling_long(S)
+    assert out["answer"] == ch10.SCALING_CHOICES[1] and out["crossing"] is None
+    # worse than the 8-minute runs: the third choice, the prediction failed, the LSTM ahead
+    S = _scaling_S({1440.0: [2.34, 2.35, 2.36]}, {1440.0: [2.27, 2.27, 2.28]})
+    out = ch10.check_and_glue_scaling_long(S)
+    assert out["answer"] == ch10.SCALING_CHOICES[2] and out["worse"]
     with pytest.raises(ValueError, match="no long runs recorded"):
         ch10.check_and_glue_scaling_long(dict(S, long=None))
     assert ch10._sci(5.31e15) == "5.3 × 10¹⁵" and ch10._sci(6.1e-3) == "6.1 × 10⁻³"

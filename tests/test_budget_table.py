@@ -75,3 +75,26 @@ def test_the_pages_include_the_table_of_the_recorded_result_and_its_prose_holds(
     assert min(neural, key=lambda m: neural[m][budgets[-1]][0]).startswith("modern GPT")
     kn = next(v for m, v in s.items() if m.startswith("Kneser-Ney"))
     assert all(v[b][1] > next(iter(kn["budgets"].values()))[0] for v in neural.values() for b in budgets)
+
+
+def test_the_scaling_table_on_both_pages_is_the_recorded_one():
+    """chapters/_generated/scaling_leaderboard.md is budget_table(scaling_rows()): the two models of Chapter 10's
+    scaling study at the fit's budgets and the long ones, >= 3 seeds each, with the count models; intro and recap
+    include it."""
+    from pathlib import Path
+
+    from book.results import scaling_rows
+
+    chapters = Path(__file__).resolve().parent.parent / "chapters"
+    rows = scaling_rows()
+    assert rows, "the long runs (book/results/scaling_long_*.csv) are not recorded"
+    assert (chapters / "_generated" / "scaling_leaderboard.md").read_text() == budget_table(rows)
+    for page in ("intro.md", "recap.md"):
+        assert "{include} _generated/scaling_leaderboard.md" in (chapters / page).read_text()
+    s = budget_summary(rows)
+    trained = {m: v["budgets"] for m, v in s.items() if not v["count"]}
+    assert sorted(trained) == ["LSTM (ch. 2)", "modern GPT (ch. 10)"]
+    assert all(len(v) >= 4 and all(b[3] >= 3 for b in v.values()) for v in trained.values())
+    assert max(next(iter(trained.values()))) >= 1440                              # the long runs are in it
+    gpt = trained["modern GPT (ch. 10)"]                   # the pages' words: trained longer, the GPT gets worse
+    assert gpt[max(gpt)][1] > gpt[480.0][2] and "gets worse" in (chapters / "intro.md").read_text()

@@ -17,7 +17,8 @@ from ..utils import claim, glue
 
 __all__ = ["needle_batch", "range_verdict", "probe_figure", "VARIANT", "machine_line", "ladder_seconds", "seed_range",
            "scaling_record", "check_and_glue_scaling", "SCALING_CHOICES", "check_and_glue_scaling_long",
-           "gpu_recipe_on_the_fit", "long_leaderboard_row", "ladder_verdicts", "print_ladder", "print_speedrun",
+           "gpu_recipe_on_the_fit", "long_leaderboard_row", "check_and_glue_scaling_gap",
+           "scaling_figure", "ladder_verdicts", "print_ladder", "print_speedrun",
            "glue_speedrun", "curve_at", "race_report",
            "race_curves_figure", "train_needle_finder", "with_window", "needle_accuracy", "cache_comparison",
            "budget_summary_lines"]
@@ -376,11 +377,10 @@ def _minutes(seconds: float) -> str:
 
 
 def check_and_glue_scaling(S: dict, plots):
-    """The fit, the prediction and (once recorded) the long runs: printed, glued, drawn -> the figure."""
+    """The fit and the prediction: printed, glued, drawn (without the long runs: scaling_figure) -> the figure."""
     gpt, lstm = SCALING_MODELS
-    f = S["fits"]["cpu_s"]
-    print(f"fit, L(C) = L_inf + A C^-alpha, C in CPU seconds (90 % intervals from {S['pred_prov']['args']['boot']} "
-          "bootstrap resamples of the seeds)")
+    print(f"fit, L(C) = L_inf + A C^-alpha, C in CPU seconds (90 % intervals: {S['pred_prov']['args']['boot']} "
+          "resamples of the seeds)")
     for m in SCALING_MODELS:
         L, A, a = (S["pred"][(q, m, "cpu_s")] for q in ("L_inf", "A", "alpha"))
         print(f"  {m:20s} L_inf {L[0]:.3f} [{L[1]:.3f}, {L[2]:.3f}]  alpha {a[0]:.2f} [{a[1]:.2f}, {a[2]:.2f}]")
@@ -402,36 +402,56 @@ def check_and_glue_scaling(S: dict, plots):
              f"{_minutes(c[0])} CPU-minutes ({_minutes(c[1])}–{_minutes(c[2])})")
     glue("ch10_sc_lead", f"{_minutes(lead[0])} CPU-minutes ({_minutes(lead[1])}–{_minutes(lead[2])})")
     glue("ch10_sc_pred_date", S["pred_prov"]["date"][:10])
-    fig, ax = plots.new_figure(figsize=(6.4, 3.8))
+    return scaling_figure(S, plots, with_long=False)
+
+
+def scaling_figure(S: dict, plots, with_long: bool = True):
+    """The short runs and the fitted curves, the Kneser-Ney line, the predicted crossing's interval and (with_long)
+    the long runs' seeds as squares: the whole range, and zoomed on the prediction -> the figure."""
+    gpt, lstm = SCALING_MODELS
+    f = S["fits"]["cpu_s"]
+    cross = {m: S["pred"][("passes Kneser-Ney", m, "cpu_s")] for m in SCALING_MODELS}
+    long = S["long"] if with_long else None
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    fig, axes = plots.new_figure(figsize=(9.6, 3.8), ncols=2)
     colours = {gpt: "tab:purple", lstm: "tab:red"}
     top = max(max(S["points"][m]) for m in SCALING_MODELS)
-    if S["long"]:
-        top = max(top, max(max(v) for v in S["long"].values()))
+    if long:
+        top = max(top, max(max(v) for v in long.values()))
     right = max(top * 2, min(cross[gpt][2] * 1.3, 1e4) if math.isfinite(cross[gpt][2]) else top * 4)
     xs = [15 * (right / 15) ** (i / 199) for i in range(200)]
-    for m in SCALING_MODELS:
-        L, A, a = f[m]
-        ax.plot(xs, [L + A * x ** -a for x in xs], color=colours[m], lw=1.2, label=f"{m}: fit")
-        for i, (b, v) in enumerate(S["points"][m].items()):
-            ax.plot([b] * len(v), v, "o", ms=3, color=colours[m], label=f"{m}: the short runs" if not i else None)
-        if S["long"]:
-            for i, (b, v) in enumerate(S["long"][m].items()):
-                ax.plot([b] * len(v), v, "s", ms=4, color=colours[m], mfc="none",
-                        label=f"{m}: the long runs" if not i else None)
-    ax.axhline(S["kn"], color="tab:orange", ls="--", lw=1.2, label=f"Kneser-Ney 7-gram ({S['kn']:.3f})")
-    if math.isfinite(cross[gpt][0]):
-        ax.axvspan(cross[gpt][1], min(cross[gpt][2], xs[-1]), color=colours[gpt], alpha=0.12,
-                   label="predicted crossing, 90 %")
-    ax.set(xscale="log", xlabel="training compute (CPU seconds of one thread)", ylabel="validation bits/char",
-           title="Fit on short runs, then the prediction")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    for ax in axes:
+        for m in SCALING_MODELS:
+            L, A, a = f[m]
+            ax.plot(xs, [L + A * x ** -a for x in xs], color=colours[m], lw=1.2, label=f"{m}: fit")
+            pts = [(b, y) for b, v in S["points"][m].items() for y in v]
+            ax.plot([b for b, _ in pts], [y for _, y in pts], "o", ms=3, color=colours[m],
+                    label=f"{m}: the short runs")
+            if long:
+                pts = [(b, y) for b, v in long[m].items() for y in v]
+                ax.plot([b for b, _ in pts], [y for _, y in pts], "s", ms=5, color=colours[m], mfc="none",
+                        label=f"{m}: the long runs")
+        ax.axhline(S["kn"], color="tab:orange", ls="--", lw=1.2, label=f"Kneser-Ney 7-gram ({S['kn']:.3f})")
+        if math.isfinite(cross[gpt][0]):
+            ax.axvspan(cross[gpt][1], min(cross[gpt][2], xs[-1]), color=colours[gpt], alpha=0.12,
+                       label="predicted crossing, 90 %")
+        ax.set(xscale="log", xlabel="training compute (CPU seconds of one thread)")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.grid(alpha=0.3)
+    axes[0].set(ylabel="validation bits/char", title="Fit on the short runs (15 s to 8 min)")
+    lo = min(S["kn"], min(L for L, _, _ in f.values())) - 0.02
+    hi = max([S["kn"] + 0.12] + [max(v) + 0.02 for m in (long or {}) for v in long[m].values()])
+    axes[1].set(xlim=(200, xs[-1]), ylim=(lo, hi), ylabel="validation bits/char",
+                title="Zoomed: the prediction" + (" and the long runs" if long else ""))
+    axes[1].set_xticks([300, 1000, 3000])
+    axes[0].legend(fontsize=7, loc="upper right")
     return fig
 
 
-# The question before the long runs, in CPU-minutes of one thread: the fit's longest runs (8 minutes) have not passed
-# the line, and the long runs are 24 and 48 minutes (benchmarks/scaling_crossing.py --part long --budgets 1440 2880).
-SCALING_CHOICES = ("8 to 24 minutes", "24 to 48 minutes", "more than 48 minutes, or never")
+# The question before the long runs: what the 24-minute runs show, against the fit's prediction and the 8-minute runs.
+SCALING_CHOICES = ("it passes the 7-gram", "it comes closer, not yet past", "it gets worse")
 
 
 def _span(v) -> str:
@@ -439,19 +459,20 @@ def _span(v) -> str:
     return value_range(min(v), max(v), "{:.3f}")
 
 
-def check_and_glue_scaling_long(S: dict, q=None) -> dict:
+def check_and_glue_scaling_long(S: dict) -> dict:
     """The long runs against the prediction (scaling_record's S): printed, glued (each comparison a whole sentence
-    built from the numbers), the quiz `q` (asked with SCALING_CHOICES) answered from them -> {"answer", "crossing":
-    (low, high) CPU seconds or None, "miss": {(model, budget): measured mean - the fit's curve}}."""
+    built from the numbers) -> {"answer": the choice of SCALING_CHOICES the modern GPT's first long budget picks
+    (against the line and its longest short runs), "quiz": the quiz's answer (q.answer(**quiz)), "crossing": (low,
+    high) CPU seconds or None, "miss": {(model, budget): measured mean - the fit's curve}, "worse": bool}."""
     import statistics
 
     if not S["long"]:
-        raise ValueError("no long runs recorded: benchmarks/scaling_crossing.py --part long --budgets 1440 2880")
+        raise ValueError("no long runs recorded: benchmarks/scaling_crossing.py --part long --budgets 1440")
     gpt, lstm = SCALING_MODELS
     f, kn, spread = S["fits"]["cpu_s"], S["kn"], S["spread"]
     curve = lambda m, c: f[m][0] + f[m][1] * c ** -f[m][2]
-    mean = lambda v: statistics.fmean(v)
-    print(f"{'budget':>8} | {'model':20s} | {'seeds':>11} | {'mean':>5} | {'fit said':>8} | miss")
+    mean = statistics.fmean
+    print(f"{'budget':>9} | {'model':20s} | {'seeds':>11} | {'mean':>5} | {'fit said':>8} | miss")
     miss = {}
     for m in SCALING_MODELS:
         for b, v in S["long"][m].items():
@@ -459,71 +480,99 @@ def check_and_glue_scaling_long(S: dict, q=None) -> dict:
             print(f"{b / 60:5.0f} min | {m:20s} | {_span(v):>11} | {mean(v):.3f} | {curve(m, b):8.3f} | "
                   f"{miss[(m, b)]:+.3f}")
     print(f"Kneser-Ney 7-gram: {kn:.3f}; the seeds' spread in the fit: {spread:.3f}")
-    # the measured crossing: after the largest budget whose mean is above the line, by the first below it
-    every = {**S["points"][gpt], **S["long"][gpt]}
-    above = [b for b, v in every.items() if mean(v) >= kn]
-    below = [b for b, v in every.items() if mean(v) < kn and b > max(above)]
-    longest = max(S["long"][gpt])
-    if below:
-        crossing = (max(above), min(below))
-        hi_min = crossing[1] / 60
-        answer = next(c for c, top in zip(SCALING_CHOICES, (24, 48, math.inf)) if hi_min <= top)
-    else:
-        crossing = None
-        if longest < 2880:
-            raise ValueError(f"the GPT has not passed the line by {longest / 60:g} minutes and the 48-minute runs are "
-                             "not recorded: the question cannot be answered yet")
-        answer = SCALING_CHOICES[-1]
+    first, prev = min(S["long"][gpt]), max(S["points"][gpt])
+    v, pv = S["long"][gpt][first], S["points"][gpt][prev]
+    worse = mean(v) > mean(pv)
+    answer = SCALING_CHOICES[0] if mean(v) < kn else SCALING_CHOICES[2] if worse else SCALING_CHOICES[1]
+    every = {**S["points"][gpt], **S["long"][gpt]}             # the crossing: the last budget above, the first below
+    above = [b for b, x in every.items() if mean(x) >= kn]
+    below = [b for b, x in every.items() if mean(x) < kn and b > max(above)]
+    crossing = (max(above), min(below)) if below else None
     pred = S["pred"][("passes Kneser-Ney", gpt, "cpu_s")]
+    said = f"the prediction ({_minutes(pred[0])} CPU-minutes, {_minutes(pred[1])}–{_minutes(pred[2])})"
+    gpt_sentence = (f"After {first / 60:g} CPU-minutes the modern GPT scores {mean(v):.3f} bits per character "
+                    f"(seeds {_span(v)})")
     if crossing:
-        v = every[crossing[1]]
         inside = crossing[0] <= pred[2] and crossing[1] >= pred[1]
-        gpt_sentence = (f"After {crossing[1] / 60:g} CPU-minutes the modern GPT scores {mean(v):.3f} bits per "
-                        f"character (seeds {_span(v)}), below the 7-gram's {kn:.3f}"
-                        + (" on every seed" if max(v) < kn else f" on average ({sum(x < kn for x in v)} of {len(v)} "
-                           "seeds)")
-                        + f"; after {crossing[0] / 60:g} it was still above. So the crossing lies between "
-                        f"{crossing[0] / 60:g} and {crossing[1] / 60:g} CPU-minutes, "
-                        + ("which overlaps" if inside else "which misses")
-                        + f" the predicted {_minutes(pred[1])}–{_minutes(pred[2])}")
+        gpt_sentence += (f", below the 7-gram's {kn:.3f}" + (" on every seed" if max(v) < kn else " on average")
+                         + f": the crossing lies between {crossing[0] / 60:g} and {crossing[1] / 60:g} CPU-minutes, "
+                         + ("inside" if inside else "outside") + f" {said}")
+    elif worse:
+        gpt_sentence += (f", above the 7-gram's {kn:.3f} and worse than its own {prev / 60:g}-minute runs "
+                         f"({mean(pv):.3f}, seeds {_span(pv)})" + (" on every seed" if min(v) > max(pv) else "")
+                         + f": {said} failed, for the loss went up, which no curve of the fitted form can do")
     else:
-        v = S["long"][gpt][longest]
-        gpt_sentence = (f"After {longest / 60:g} CPU-minutes the modern GPT scores {mean(v):.3f} bits per character "
-                        f"(seeds {_span(v)}), still above the 7-gram's {kn:.3f}: the prediction "
-                        f"({_minutes(pred[0])} CPU-minutes, {_minutes(pred[1])}–{_minutes(pred[2])}) "
-                        + ("failed" if longest > pred[2] else "is not yet decided"))
-    lv = S["long"][lstm][max(S["long"][lstm])]
-    lstm_sentence = (f"The LSTM ends at {mean(lv):.3f} (seeds {_span(lv)}) after {max(S['long'][lstm]) / 60:g} "
-                     "minutes, " + ("above the line as its fitted floor said" if min(lv) > kn else
+        gpt_sentence += (f", closer than its {prev / 60:g}-minute runs ({mean(pv):.3f}) but still above the 7-gram's "
+                         f"{kn:.3f}: {said} " + ("failed" if first > pred[2] else "is not yet decided"))
+    lb = max(S["long"][lstm])
+    lv, gv = S["long"][lstm][lb], S["long"][gpt][lb]
+    lstm_sentence = (f"The LSTM ends at {mean(lv):.3f} (seeds {_span(lv)}) after {lb / 60:g} minutes, "
+                     + ("above the line, as its fitted floor said" if min(lv) > kn else
                         "below the line, which its fitted floor said it would never reach"))
-    gv = S["long"][gpt][max(S["long"][lstm])]
     lead = mean(lv) - mean(gv)
-    lead_sentence = (f"the GPT's lead there is {lead:.3f} bits, "
-                     + ("more than" if lead > spread else "within") + f" the seeds' spread ({spread:.3f})"
-                     + (", and every GPT seed is below every LSTM seed" if max(gv) < min(lv) else ""))
+    ahead, behind, av, bv = ("GPT", "LSTM", gv, lv) if lead > 0 else ("LSTM", "GPT", lv, gv)
+    lead_sentence = (f"there the {ahead} leads the {behind} by {abs(lead):.3f} bits, "
+                     + ("more than" if abs(lead) > spread else "within") + f" the seeds' spread ({spread:.3f})"
+                     + (f", every {ahead} seed below every {behind} seed" if max(av) < min(bv) else ""))
     worst = max(miss, key=lambda k: abs(miss[k]))
     side = ("above the curve every time" if all(x > 0 for x in miss.values()) else
             "below the curve every time" if all(x < 0 for x in miss.values()) else "on both sides of the curve")
-    fit_sentence = (f"The fitted curves missed the long runs' means by at most {abs(miss[worst]):.3f} bits "
+    fit_sentence = (f"The fitted curves missed the long runs' means by up to {abs(miss[worst]):.3f} bits "
                     f"({worst[0].split(' (')[0]}, {worst[1] / 60:g} minutes), "
                     + ("less than the seeds' spread" if abs(miss[worst]) <= spread else
                        "more than the seeds' spread: there the fit fails") + f", {side}")
-    for sentence in (gpt_sentence, lstm_sentence, lead_sentence, fit_sentence):
-        print(textwrap.fill(sentence[0].upper() + sentence[1:] + ".", 100))
-    glue("ch10_sc_gpt_verdict", gpt_sentence)
+    glue("ch10_sc_gpt_verdict", gpt_sentence)                # the verdicts are the prose below the cell
     glue("ch10_sc_lstm_verdict", lstm_sentence)
     glue("ch10_sc_lead_verdict", lead_sentence)
     glue("ch10_sc_fit_verdict", fit_sentence)
     glue("ch10_sc_long_cpu_h", f"{S['long_cpu_s'] / 3600:.1f}")
     glue("ch10_sc_fit_cpu_h", f"{S['fit_cpu_s'] / 3600:.1f}")
     glue("ch10_sc_long_minutes", " and ".join(f"{b / 60:g}" for b in sorted(S["long"][gpt])))
-    glue("ch10_sc_long_seeds", min(len(v) for m in S["long"] for v in S["long"][m].values()))
+    glue("ch10_sc_long_seeds", min(len(x) for m in S["long"] for x in S["long"][m].values()))
     glue("ch10_sc_answer", f"measured: {answer}")
-    if q is not None:
-        q.answer(choice=answer, why="A power law flattens towards its floor: each halving of the gap to it costs "
-                 "a fixed multiple of compute, and the GPT's floor lies only a little below the line.",
-                 measured=gpt_sentence, evidence=["ch10_sc_gpt_verdict"])
-    return dict(answer=answer, crossing=crossing, miss=miss)
+    why = {SCALING_CHOICES[0]: "The fitted curve falls towards a floor below the line, and the runs followed it.",
+           SCALING_CHOICES[1]: "The fitted curve flattens towards its floor: each step closer costs more compute.",
+           SCALING_CHOICES[2]: "The fitted curve can only fall; trained longer on the same 1-MB text, the GPT's "
+                               "validation loss rose instead (the next cell asks why)."}[answer]
+    quiz = dict(choice=answer, why=why, measured=gpt_sentence, evidence=["ch10_sc_gpt_verdict"])
+    return dict(answer=answer, crossing=crossing, miss=miss, worse=worse, quiz=quiz)
+
+
+def check_and_glue_scaling_gap(S: dict) -> dict:
+    """benchmarks/scaling_gap.py's record: the modern GPT retrained at a short and a long budget (the same rule,
+    batches and seed as the fit's and the long runs), scored on training and on validation windows. Its validation
+    bits are checked equal to the recorded runs' (the same training, redone); printed; the verdict glued as a
+    sentence (overfitting only if the training bits fell while the validation bits rose) -> the rows by budget."""
+    from ..results import read_rows
+
+    gpt = SCALING_MODELS[0]
+    rows = {float(r["budget_s"]): r for r in read_rows("scaling_gap") if r["model"] == gpt}
+    if len(rows) < 2:
+        raise ValueError("scaling_gap.csv needs a short and a long budget: python benchmarks/scaling_gap.py")
+    short, long_ = min(rows), max(rows)
+    seed = int(rows[short]["seed"])
+    for b, r in rows.items():
+        recorded = (S["long"] or {}).get(gpt, {}).get(b) or S["points"][gpt].get(b)
+        if recorded is not None and len(recorded) > seed:
+            claim(abs(float(r["val_bpc"]) - recorded[seed]) < 2e-3, f"the retrained {b:g}-second run reproduces the "
+                  f"recorded one: {r['val_bpc']} vs {recorded[seed]:.4f}")
+    tr = {b: float(r["train_bpc"]) for b, r in rows.items()}
+    va = {b: float(r["val_bpc"]) for b, r in rows.items()}
+    print(f"{'budget':>9} | steps  | epochs | training bits | validation bits | gap")
+    for b in sorted(rows):
+        print(f"{b / 60:5.0f} min | {rows[b]['steps']:>6} | {float(rows[b]['epochs']):6.1f} | {tr[b]:13.3f} | "
+              f"{va[b]:15.3f} | {va[b] - tr[b]:.3f}")
+    overfit = tr[long_] < tr[short] and va[long_] > va[short]
+    went = lambda before, after: "fell" if after < before else "rose"
+    sentence = (f"in {long_ / 60:g} minutes the GPT went through the training text "
+                f"{float(rows[long_]['epochs']):.0f} times (in {short / 60:g} minutes, "
+                f"{float(rows[short]['epochs']):.0f}). On seed {seed} its training bits {went(tr[short], tr[long_])} "
+                f"from {tr[short]:.3f} to {tr[long_]:.3f} while its validation bits {went(va[short], va[long_])} from "
+                f"{va[short]:.3f} to {va[long_]:.3f}" + (": it learned the training text by heart (it overfits)"
+                                                         if overfit else ""))
+    glue("ch10_sc_gap_verdict", sentence)                    # the verdict is the prose below the cell
+    glue("ch10_sc_gap_epochs", f"{float(rows[long_]['epochs']):.0f}")
+    return dict(rows=rows, overfit=overfit)
 
 
 def long_leaderboard_row(S: dict):
