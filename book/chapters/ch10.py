@@ -383,6 +383,8 @@ def check_and_glue_scaling(S: dict, plots):
           "resamples of the seeds)")
     for m in SCALING_MODELS:
         L, A, a = (S["pred"][(q, m, "cpu_s")] for q in ("L_inf", "A", "alpha"))
+        claim(all(lo <= est <= hi for est, lo, hi in (L, A, a)) and a[0] > 0,
+              f"{m}: each fitted parameter lies inside its bootstrap interval, alpha > 0: {L}, {A}, {a}")
         print(f"  {m:20s} L_inf {L[0]:.3f} [{L[1]:.3f}, {L[2]:.3f}]  alpha {a[0]:.2f} [{a[1]:.2f}, {a[2]:.2f}]")
     cross = {m: S["pred"][("passes Kneser-Ney", m, "cpu_s")] for m in SCALING_MODELS}
     lead = S["pred"][("lead beyond the spread", gpt, "cpu_s")]
