@@ -465,7 +465,8 @@ def check_and_glue_scaling_long(S: dict) -> dict:
     """The long runs against the prediction (scaling_record's S): printed, glued (each comparison a whole sentence
     built from the numbers) -> {"answer": the choice of SCALING_CHOICES the modern GPT's first long budget picks
     (against the line and its longest short runs), "quiz": the quiz's answer (q.answer(**quiz)), "crossing": (low,
-    high) CPU seconds or None, "miss": {(model, budget): measured mean - the fit's curve}, "worse": bool}."""
+    high) CPU seconds or None, "miss": {(model, budget): measured mean - the fit's curve}, "worse": bool, "beyond":
+    the sentence on the GPT's longest budget past the first, glued as ch10_sc_gpt_beyond; None without one}."""
     import statistics
 
     if not S["long"]:
@@ -506,6 +507,17 @@ def check_and_glue_scaling_long(S: dict) -> dict:
     else:
         gpt_sentence += (f", closer than its {prev / 60:g}-minute runs ({mean(pv):.3f}) but still above the 7-gram's "
                          f"{kn:.3f}: {said} " + ("failed" if first > pred[2] else "is not yet decided"))
+    last = max(S["long"][gpt])
+    if last > first:                                        # a run beyond the predicted budget
+        w = S["long"][gpt][last]
+        further = mean(w) > mean(v)
+        apart = min(w) > max(v) if further else max(w) < min(v)
+        beyond_sentence = (f"Trained further, for {last / 60:g} CPU-minutes, it scores {mean(w):.3f} "
+                           f"(seeds {_span(w)}): " + (f"worse still than at {first / 60:g} minutes" if further else
+                              f"better than at {first / 60:g} minutes") + (" on every seed" if apart else "")
+                           + f", and {'below' if mean(w) < kn else 'above'} the 7-gram's {kn:.3f}")
+    else:
+        beyond_sentence = None
     lb = max(S["long"][lstm])
     lv, gv = S["long"][lstm][lb], S["long"][gpt][lb]
     lstm_sentence = (f"The LSTM ends at {mean(lv):.3f} (seeds {_span(lv)}) after {lb / 60:g} minutes, "
@@ -524,6 +536,8 @@ def check_and_glue_scaling_long(S: dict) -> dict:
                     + ("less than the seeds' spread" if abs(miss[worst]) <= spread else
                        "more than the seeds' spread: there the fit fails") + f", {side}")
     glue("ch10_sc_gpt_verdict", gpt_sentence)                # the verdicts are the prose below the cell
+    if beyond_sentence:
+        glue("ch10_sc_gpt_beyond", beyond_sentence)
     glue("ch10_sc_lstm_verdict", lstm_sentence)
     glue("ch10_sc_lead_verdict", lead_sentence)
     glue("ch10_sc_fit_verdict", fit_sentence)
@@ -537,7 +551,7 @@ def check_and_glue_scaling_long(S: dict) -> dict:
            SCALING_CHOICES[2]: "The fitted curve can only fall; trained longer on the same 1-MB text, the GPT's "
                                "validation loss rose instead (the next cell asks why)."}[answer]
     quiz = dict(choice=answer, why=why, measured=gpt_sentence, evidence=["ch10_sc_gpt_verdict"])
-    return dict(answer=answer, crossing=crossing, miss=miss, worse=worse, quiz=quiz)
+    return dict(answer=answer, crossing=crossing, miss=miss, worse=worse, quiz=quiz, beyond=beyond_sentence)
 
 
 def check_and_glue_scaling_gap(S: dict) -> dict:
