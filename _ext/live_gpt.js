@@ -15,22 +15,136 @@
 // and samples as book.generate.next_token_probs: temperature first, then top-k (ties with the k-th kept);
 // temperature 0 is greedy (the first largest logit, as torch.argmax).
 //
-// For tests and the curious, window.liveGPT holds {ready, example, forward(text), timings} and, by kind,
-// write(text, n, options) (GPT), readTwice(line) (read twice) or translate(sentence) (translation).
+// For tests and the curious, window.liveGPT holds {ready, example, forward(text), timings, t(key, args)} and, by
+// kind, write(text, n, options) (GPT), readTwice(line) (read twice) or translate(sentence) (translation).
+//
+// The page's language: the section speaks English, or Chinese on the Chinese edition's pages (<html lang="zh-CN">),
+// from the two tables EN and ZH below (t(key, args)).
 (function () {
   "use strict";
   var BASE = new URL(".", document.currentScript.src).href;   // .../_static/live/
   var ORT_JS = "ort.wasm.min.js";
-  var NO_WASM = "WebAssembly is unavailable in this browser, so the live model cannot run here " +
-                "(the figures above show what it does).";
-  var api = window.liveGPT = {timings: {}};
+  var api = window.liveGPT = {timings: {}, t: t};
+
+  // ---- the reader's language ---------------------------------------------------------------------------------
+  // Everything the section shows goes through t(key, args): the English of EN, or on a page of the Chinese edition
+  // (<html lang="zh-CN">) the Chinese of ZH; a {name} is filled from args, so each language puts the numbers where
+  // its word order wants them. (The static line inside the page's <div class="live-gpt"> is translated with the page,
+  // i18n/zh/*.po; setup() replaces it.) tests/test_live_zh.py checks the two tables against each other and the calls.
+  var EN = {
+    no_wasm: "WebAssembly is unavailable in this browser, so the live model cannot run here " +
+             "(the figures above show what it does).",
+    could_not_load: "could not load {src}",
+    http_error: "{name}.json: HTTP {status}",
+    unknown_format: "{name}.json: unknown format {format}",
+    loading: "Loading the model…",
+    loading_example: "Loading the model… Meanwhile, here is its answer for an example, computed by " +
+                     "PyTorch when the chapter ran (typing works once the model is here).",
+    could_not_start: "The live model could not start: {error}",
+    type_known_first: "type at least one known character first",
+    heaviest_item: "{row} puts {weight} on {col}",
+    list_sep: "; ",
+    map_label: "{what}, {rows} rows by {cols} columns; the heaviest weight of the last rows: {heaviest}",
+    layer: "layer",
+    head: "head",
+    layer_n: "layer {n}",
+    head_n: "head {n}",
+    skipped: "Not in the vocabulary, skipped: {list}",
+    // chapter 7: the GPT
+    gpt_text: "text for the model",
+    temperature: "temperature",
+    top_k: "top-k",
+    write_n: "write {n} characters",
+    gpt_status: "The chapter's GPT ({layers} layers × {width}, {params} parameters{bits}) runs in your browser. " +
+                "It reads the last {ctx} characters.",
+    gpt_bits: ", {bpc} bits/char on validation",
+    gpt_bars: "Next character: the model's probability (outline) and what writing draws from (filled)",
+    gpt_attention: "Attention of the typed text: row = the character reading, column = the character read " +
+                   "(darker = more weight)",
+    type_something: "Type something.",
+    gpt_map: "attention of layer {layer}, head {head} over the typed text",
+    // chapter 4: an attention layer reads the line twice
+    reread_line: "a line for the attention layer to read twice",
+    reread_status: "The chapter's attention layer ({params} parameters) runs in your browser. Type a line (up to " +
+                   "{max} characters): it reads the line, then predicts it again character by character.",
+    reread_caption: "Row: the character the second reading is at; column: a character of the first reading " +
+                    "(darker = more weight). The lookup is the bright diagonal: each row finds the character " +
+                    "that followed its twin.",
+    type_line: "Type a line.",
+    reread_lines: "line:             {text}\nsecond reading:   ",
+    reread_right: "{right} of {n} characters predicted right (a miss is underlined in red)",
+    also_skipped: ". Not in the vocabulary, skipped: {list}",
+    reread_map: "attention of the line read twice: row = the second reading, column = the first",
+    // chapter 8: the translator
+    translate_line: "a sentence of the toy language to translate",
+    translate_status: "The chapter's Transformer ({encoders} encoder and {decoders} decoder layers of width {width}, " +
+                      "{params} parameters) runs in your browser. Type a sentence of the toy language; its words: " +
+                      "{words}.",
+    translate_caption: "Cross-attention: row = a word the decoder wrote, column = a source word (darker = more weight)",
+    translation: "source:      {source}\ntranslation: {output}",
+    type_sentence: "Type a sentence of the toy language (1 to {ctx} known words).",
+    cross_map: "cross-attention of layer {layer}, head {head}"
+  };
+  var ZH = {
+    no_wasm: "此浏览器不支持 WebAssembly，在线模型无法在这里运行（上面的图展示了它的效果）。",
+    could_not_load: "无法加载 {src}",
+    http_error: "无法加载 {name}.json：HTTP {status}",
+    unknown_format: "{name}.json 的格式未知：{format}",
+    loading: "正在加载模型…",
+    loading_example: "正在加载模型…在此期间，先看看它对一个示例的回答，这是本章运行时由 PyTorch 算出的" +
+                     "（模型加载完成后才能输入）。",
+    could_not_start: "在线模型无法启动：{error}",
+    type_known_first: "请先输入至少一个词表中的字符",
+    heaviest_item: "{row} 给 {col} 的权重是 {weight}",
+    list_sep: "；",
+    map_label: "{what}，{rows} 行 × {cols} 列；最后几行各自的最大权重：{heaviest}",
+    layer: "层",
+    head: "头",
+    layer_n: "第 {n} 层",
+    head_n: "第 {n} 个头",
+    skipped: "词表中没有，已跳过：{list}",
+    gpt_text: "给模型的文本",
+    temperature: "温度",
+    top_k: "top-k 采样",
+    write_n: "续写 {n} 个字符",
+    gpt_status: "本章的 GPT（{layers} 层、宽 {width}，{params} 个参数{bits}）在你的浏览器中运行，" +
+                "读取最后 {ctx} 个字符。",
+    gpt_bits: "，验证集上 {bpc} 比特/字符",
+    gpt_bars: "下一个字符：模型给出的概率（空心）和续写时从中抽样的分布（实心）",
+    gpt_attention: "所输入文本的注意力：行是正在读的字符，列是被读的字符（颜色越深，权重越大）",
+    type_something: "请输入一些文字。",
+    gpt_map: "第 {layer} 层第 {head} 个头在所输入文本上的注意力",
+    reread_line: "供注意力层读两遍的一行文字",
+    reread_status: "本章的注意力层（{params} 个参数）在你的浏览器中运行。请输入一行文字（最多 {max} 个字符）：" +
+                   "它先读这一行，再逐个字符地把它重新预测一遍。",
+    reread_caption: "行：第二遍读到的字符；列：第一遍中的字符（颜色越深，权重越大）。查找就是那条亮的对角线：" +
+                    "每一行都找到了紧跟在它的孪生字符后面的那个字符。",
+    type_line: "请输入一行。",
+    reread_lines: "这一行：  {text}\n第二遍：  ",
+    reread_right: "{n} 个字符中预测对了 {right} 个（预测错的字符带红色下划线）",
+    also_skipped: "。词表中没有，已跳过：{list}",
+    reread_map: "读两遍的这一行的注意力：行是第二遍，列是第一遍",
+    translate_line: "要翻译的一句玩具语言",
+    translate_status: "本章的 Transformer（{encoders} 层编码器、{decoders} 层解码器，宽 {width}，{params} 个参数）" +
+                      "在你的浏览器中运行。请输入一句玩具语言，它的词有：{words}。",
+    translate_caption: "交叉注意力：行是解码器写出的词，列是原文中的词（颜色越深，权重越大）",
+    translation: "原文：{source}\n译文：{output}",
+    type_sentence: "请输入一句玩具语言（1 到 {ctx} 个已知的词）。",
+    cross_map: "第 {layer} 层第 {head} 个头的交叉注意力"
+  };
+
+  // the text `key` in the page's language, each {name} replaced by args[name] (a value's own braces stay as they are)
+  function t(key, args) {
+    var zh = /^zh/i.test(document.documentElement.lang || "") && ZH.hasOwnProperty(key);
+    return (zh ? ZH : EN)[key].replace(/\{(\w+)\}/g, function (m, name) { return String(args[name]); });
+  }
 
   // ---- loading: ONNX Runtime Web, then the model and its vocabulary -----------------------------------------
   var runtime = null;
   function loadRuntime() {
     if (runtime) return runtime;
     runtime = new Promise(function (resolve, reject) {
-      if (typeof WebAssembly !== "object") { reject(new Error(NO_WASM)); return; }
+      if (typeof WebAssembly !== "object") { reject(new Error(t("no_wasm"))); return; }
       var tag = document.createElement("script");
       tag.src = BASE + ORT_JS;
       tag.onload = function () {
@@ -38,7 +152,7 @@
         window.ort.env.wasm.numThreads = 1;      // threads need cross-origin isolation, which a static host lacks
         resolve(window.ort);
       };
-      tag.onerror = function () { reject(new Error("could not load " + tag.src)); };
+      tag.onerror = function () { reject(new Error(t("could_not_load", {src: tag.src}))); };
       document.head.appendChild(tag);
     });
     return runtime;
@@ -46,10 +160,10 @@
 
   function loadMeta(name) {   // NAME.json: the vocabulary, the config and the precomputed example
     return fetch(BASE + name + ".json").then(function (r) {
-      if (!r.ok) throw new Error(name + ".json: HTTP " + r.status);
+      if (!r.ok) throw new Error(t("http_error", {name: name, status: r.status}));
       return r.json();
     }).then(function (meta) {
-      if (!KINDS[meta.format]) throw new Error(name + ".json: unknown format " + meta.format);
+      if (!KINDS[meta.format]) throw new Error(t("unknown_format", {name: name, format: meta.format}));
       return meta;
     });
   }
@@ -147,7 +261,7 @@
   // write n characters after text; onChar(char) after each one. Resolves to the new characters.
   function write(model, text, n, options, onChar) {
     var ids = model.encode(text).ids.slice(), random = rng(options.seed || 0), added = "", t0 = performance.now();
-    if (!ids.length) return Promise.reject(new Error("type at least one known character first"));
+    if (!ids.length) return Promise.reject(new Error(t("type_known_first")));
     function step(k) {
       if (k === n) {
         api.timings.per_char_ms = (performance.now() - t0) / n;
@@ -187,10 +301,10 @@
   function setup(root) {
     var name = root.getAttribute("data-model");
     var prompt = root.getAttribute("data-prompt") || "";
-    var status = el("p", {class: "live-gpt-status", text: "Loading the model…"});
+    var status = el("p", {class: "live-gpt-status", text: t("loading")});
     root.innerHTML = "";
     root.appendChild(status);
-    if (typeof WebAssembly !== "object") { status.textContent = NO_WASM; return; }
+    if (typeof WebAssembly !== "object") { status.textContent = t("no_wasm"); return; }
     var started = false;
     function start() {
       if (started) return;
@@ -200,8 +314,7 @@
         if (!m.example || api.live) return null;
         var kind = KINDS[m.format], body = el("div", {class: "live-gpt-body live-gpt-example"});
         root.appendChild(body);
-        status.textContent = "Loading the model… Meanwhile, here is its answer for an example, computed by " +
-                             "PyTorch when the chapter ran (typing works once the model is here).";
+        status.textContent = t("loading_example");
         return kind.build(body, status, kind.example(m), m.example.text).then(function () { return body; });
       });
       api.ready = meta.then(function (m) {
@@ -215,7 +328,7 @@
           });
         });
       });
-      api.ready.catch(function (err) { status.textContent = "The live model could not start: " + err.message; });
+      api.ready.catch(function (err) { status.textContent = t("could_not_start", {error: err.message}); });
     }
     api.start = start;
     if ("IntersectionObserver" in window) {   // load the runtime (14 MB) only when the section is near
@@ -264,50 +377,54 @@
         ctx.fillStyle = "rgba(31, 119, 180, " + Math.sqrt(Math.max(0, w)).toFixed(3) + ")";  // sqrt: small show
         ctx.fillRect(left + cell * j, top + cell * i, cell, cell);
       }
-      if (best >= 0) heaviest.push(rows[i] + " puts " + value(i, best).toFixed(2) + " on " + cols[best]);
+      if (best >= 0) {
+        heaviest.push(t("heaviest_item", {row: rows[i], weight: value(i, best).toFixed(2), col: cols[best]}));
+      }
     }
     canvas.setAttribute("role", "img");               // what a screen reader says: the heaviest weight per row
-    canvas.setAttribute("aria-label", what + ", " + rows.length + " rows by " + cols.length + " columns; " +
-                        "the heaviest weight of the last rows: " + heaviest.slice(-8).join("; "));
+    canvas.setAttribute("aria-label", t("map_label", {what: what, rows: rows.length, cols: cols.length,
+                                                      heaviest: heaviest.slice(-8).join(t("list_sep"))}));
   }
 
   // ---- chapter 7: the GPT ---------------------------------------------------------------------------------------
   function buildGPT(root, status, model, prompt) {
     var V = model.V;
     var text = el("textarea", {class: "live-gpt-text", rows: 4, spellcheck: "false",
-                               "aria-label": "text for the model"});
+                               "aria-label": t("gpt_text")});
     text.value = prompt;
-    var temp = slider("temperature", 0, 2, 0.05, 0.8, "live-gpt-temperature");
-    var topk = slider("top-k", 1, V, 1, V, "live-gpt-topk");
-    var button = el("button", {type: "button", class: "live-gpt-write", text: "write 80 characters"});
+    var temp = slider(t("temperature"), 0, 2, 0.05, 0.8, "live-gpt-temperature");
+    var topk = slider(t("top_k"), 1, V, 1, V, "live-gpt-topk");
+    var button = el("button", {type: "button", class: "live-gpt-write", text: t("write_n", {n: 80})});
     var bars = el("div", {class: "live-gpt-bars", "aria-live": "polite"});
-    var layer = el("select", {class: "live-gpt-layer", "aria-label": "layer"});
-    var head = el("select", {class: "live-gpt-head", "aria-label": "head"});
-    for (var l = 0; l < model.L; l++) layer.appendChild(el("option", {value: l, text: "layer " + (l + 1)}));
-    for (var h = 0; h < model.H; h++) head.appendChild(el("option", {value: h, text: "head " + (h + 1)}));
+    var layer = el("select", {class: "live-gpt-layer", "aria-label": t("layer")});
+    var head = el("select", {class: "live-gpt-head", "aria-label": t("head")});
+    for (var l = 0; l < model.L; l++) layer.appendChild(el("option", {value: l, text: t("layer_n", {n: l + 1})}));
+    for (var h = 0; h < model.H; h++) head.appendChild(el("option", {value: h, text: t("head_n", {n: h + 1})}));
     var canvas = el("canvas", {class: "live-gpt-heatmap"});
     var note = el("p", {class: "live-gpt-note"});
     var cfg = model.meta.config, prov = model.meta.provenance || {};
     if (model.precomputed) { text.readOnly = true; button.disabled = true; }
-    else status.textContent = "The chapter's GPT (" + cfg.n_layers + " layers × " + cfg.d_model + ", " +
-      model.meta.params.toLocaleString("en") + " parameters" +
-      (prov.val_bits_per_char ? ", " + prov.val_bits_per_char + " bits/char on validation" : "") +
-      ") runs in your browser. It reads the last " + model.ctx + " characters.";
+    else status.textContent = t("gpt_status", {layers: cfg.n_layers, width: cfg.d_model,
+      params: model.meta.params.toLocaleString("en"), ctx: model.ctx,
+      bits: prov.val_bits_per_char ? t("gpt_bits", {bpc: prov.val_bits_per_char}) : ""});
     root.appendChild(el("div", {class: "live-gpt-grid"}, [
       el("div", {class: "live-gpt-left"}, [text, temp.row, topk.row, button, note]),
-      el("div", {class: "live-gpt-right"}, [el("p", {class: "live-gpt-caption",
-        text: "Next character: the model's probability (outline) and what writing draws from (filled)"}), bars]),
+      el("div", {class: "live-gpt-right"}, [el("p", {class: "live-gpt-caption", text: t("gpt_bars")}), bars]),
     ]));
     root.appendChild(el("div", {class: "live-gpt-attention"}, [
-      el("p", {class: "live-gpt-caption", text: "Attention of the typed text: row = the character reading, " +
-                                                  "column = the character read (darker = more weight)"}),
+      el("p", {class: "live-gpt-caption", text: t("gpt_attention")}),
       el("div", {}, [layer, head]), canvas]));
 
     var last = null, pending = 0;
     function refresh() {   // run the model on the text; redraw the bars and the heatmap
       var ticket = ++pending, enc = model.encode(text.value);
-      note.textContent = enc.dropped.length ? "Not in the vocabulary, skipped: " + enc.dropped.join(" ") : "";
-      if (!enc.ids.length) { bars.textContent = "Type something."; last = null; drawHeatmap(); return Promise.resolve(); }
+      note.textContent = enc.dropped.length ? t("skipped", {list: enc.dropped.join(" ")}) : "";
+      if (!enc.ids.length) {
+        bars.textContent = t("type_something");
+        last = null;
+        drawHeatmap();
+        return Promise.resolve();
+      }
       var t0 = performance.now();
       return model.run(enc.ids).then(function (out) {
         if (api.timings.first_ms === undefined) api.timings.first_ms = performance.now() - t0;
@@ -340,7 +457,7 @@
       var T = last.out.T, H = model.H, l = Number(layer.value), h = Number(head.value);
       var a = last.out.attention, off = (l * H + h) * T * T, labels = last.chars.map(shown);
       drawMatrix(canvas, labels, labels, function (i, j) { return j <= i ? a[off + i * T + j] : null; },
-                 "attention of layer " + (l + 1) + ", head " + (h + 1) + " over the typed text");
+                 t("gpt_map", {layer: l + 1, head: h + 1}));
     }
 
     var clicks = 0;
@@ -412,38 +529,35 @@
 
   function buildReadTwice(root, status, model, prompt) {
     var input = el("input", {type: "text", class: "live-gpt-line", spellcheck: "false", maxlength: "200",
-                             "aria-label": "a line for the attention layer to read twice"});
+                             "aria-label": t("reread_line")});
     input.value = prompt;
     var lines = el("pre", {class: "live-gpt-reread", "aria-live": "polite"});
     var note = el("p", {class: "live-gpt-note"});
     var canvas = el("canvas", {class: "live-gpt-heatmap"});
     if (model.precomputed) input.readOnly = true;
-    else status.textContent = "The chapter's attention layer (" + model.meta.params.toLocaleString("en") +
-      " parameters) runs in your browser. Type a line (up to " + model.meta.max_line + " characters): it " +
-      "reads the line, then predicts it again character by character.";
+    else status.textContent = t("reread_status", {params: model.meta.params.toLocaleString("en"),
+                                                  max: model.meta.max_line});
     root.appendChild(el("div", {}, [input, lines, note]));
     root.appendChild(el("div", {class: "live-gpt-attention"}, [
-      el("p", {class: "live-gpt-caption", text: "Row: the character the second reading is at; column: a " +
-               "character of the first reading (darker = more weight). The lookup is the bright diagonal: " +
-               "each row finds the character that followed its twin."}), canvas]));
+      el("p", {class: "live-gpt-caption", text: t("reread_caption")}), canvas]));
     var pending = 0;
     function refresh() {
       var ticket = ++pending, t0 = performance.now();
       return model.readTwice(input.value).then(function (res) {
         if (api.timings.first_ms === undefined && !model.precomputed) api.timings.first_ms = performance.now() - t0;
         if (ticket !== pending) return;
-        if (!res) { lines.textContent = "Type a line."; note.textContent = ""; drawMatrix(canvas, [], []); return; }
+        if (!res) { lines.textContent = t("type_line"); note.textContent = ""; drawMatrix(canvas, [], []); return; }
         var n = res.text.length, chars = Array.from(res.text);
         lines.textContent = "";
-        lines.appendChild(document.createTextNode("line:             " + res.text + "\nsecond reading:   "));
+        lines.appendChild(document.createTextNode(t("reread_lines", {text: res.text})));
         Array.from(res.predicted).forEach(function (c, i) {
           lines.appendChild(el("span", {class: c === chars[i] ? "live-gpt-hit" : "live-gpt-miss", text: c}));
         });
-        note.textContent = res.right + " of " + n + " characters predicted right (a miss is underlined in red)" +
-          (res.dropped.length ? ". Not in the vocabulary, skipped: " + res.dropped.join(" ") : "");
+        note.textContent = t("reread_right", {right: res.right, n: n}) +
+          (res.dropped.length ? t("also_skipped", {list: res.dropped.join(" ")}) : "");
         var rows = [chars[n - 1]].concat(chars.slice(0, n - 1)).map(shown);
         drawMatrix(canvas, rows, chars.map(shown), function (i, j) { return res.weights[i * n + j]; },
-                   "attention of the line read twice: row = the second reading, column = the first");
+                   t("reread_map"));
       });
     }
     var timer = null;
@@ -516,31 +630,29 @@
   function buildTranslate(root, status, model, prompt) {
     var meta = model.meta, sp = meta.specials;
     var input = el("input", {type: "text", class: "live-gpt-line", spellcheck: "false", maxlength: "400",
-                             "aria-label": "a sentence of the toy language to translate"});
+                             "aria-label": t("translate_line")});
     input.value = prompt;
     var lines = el("pre", {class: "live-gpt-reread", "aria-live": "polite"});
     var note = el("p", {class: "live-gpt-note"});
-    var layer = el("select", {class: "live-gpt-layer", "aria-label": "layer"});
-    var head = el("select", {class: "live-gpt-head", "aria-label": "head"});
-    for (var l = 0; l < model.L; l++) layer.appendChild(el("option", {value: l, text: "layer " + (l + 1)}));
-    for (var h = 0; h < model.H; h++) head.appendChild(el("option", {value: h, text: "head " + (h + 1)}));
+    var layer = el("select", {class: "live-gpt-layer", "aria-label": t("layer")});
+    var head = el("select", {class: "live-gpt-head", "aria-label": t("head")});
+    for (var l = 0; l < model.L; l++) layer.appendChild(el("option", {value: l, text: t("layer_n", {n: l + 1})}));
+    for (var h = 0; h < model.H; h++) head.appendChild(el("option", {value: h, text: t("head_n", {n: h + 1})}));
     layer.value = String(model.L - 1);
     var canvas = el("canvas", {class: "live-gpt-heatmap"});
     var words = meta.src_vocab.filter(function (w, i) { return [sp.pad, sp.bos, sp.eos].indexOf(i) < 0; });
     if (model.precomputed) input.readOnly = true;
-    else status.textContent = "The chapter's Transformer (" + model.L + " encoder and " + model.L +
-      " decoder layers of width " + meta.config.d_model + ", " + meta.params.toLocaleString("en") +
-      " parameters) runs in your browser. Type a sentence of the toy language; its words: " + words.join(" ") + ".";
+    else status.textContent = t("translate_status", {encoders: model.L, decoders: model.L, width: meta.config.d_model,
+      params: meta.params.toLocaleString("en"), words: words.join(" ")});
     root.appendChild(el("div", {}, [input, lines, note]));
     root.appendChild(el("div", {class: "live-gpt-attention"}, [
-      el("p", {class: "live-gpt-caption", text: "Cross-attention: row = a word the decoder wrote, column = a " +
-               "source word (darker = more weight)"}), el("div", {}, [layer, head]), canvas]));
+      el("p", {class: "live-gpt-caption", text: t("translate_caption")}), el("div", {}, [layer, head]), canvas]));
     var last = null, pending = 0;
     function drawMap() {
       if (!last || !last.cross) { drawMatrix(canvas, [], []); return; }
       var T = last.T, S = last.S, H = model.H, off = (Number(layer.value) * H + Number(head.value)) * T * S;
       drawMatrix(canvas, last.output, last.source, function (i, j) { return last.cross[off + i * S + j]; },
-                 "cross-attention of layer " + (Number(layer.value) + 1) + ", head " + (Number(head.value) + 1));
+                 t("cross_map", {layer: Number(layer.value) + 1, head: Number(head.value) + 1}));
     }
     function refresh() {
       var ticket = ++pending, t0 = performance.now();
@@ -548,10 +660,9 @@
         if (api.timings.first_ms === undefined && !model.precomputed) api.timings.first_ms = performance.now() - t0;
         if (ticket !== pending) return;
         last = res;
-        lines.textContent = res.output ? "source:      " + res.source.join(" ") + "\ntranslation: " +
-                                         res.output.join(" ")
-                                       : "Type a sentence of the toy language (1 to " + model.ctx + " known words).";
-        note.textContent = res.skipped.length ? "Not in the vocabulary, skipped: " + res.skipped.join(" ") : "";
+        lines.textContent = res.output ? t("translation", {source: res.source.join(" "), output: res.output.join(" ")})
+                                       : t("type_sentence", {ctx: model.ctx});
+        note.textContent = res.skipped.length ? t("skipped", {list: res.skipped.join(" ")}) : "";
         drawMap();
       });
     }

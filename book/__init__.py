@@ -1,6 +1,7 @@
 """`book`: the helper package of the course "Transformers, Gap by Gap".
 
 Organised by concept, in layers that import only downwards (tests/test_layering.py, tools/draw_package.py):
+- the reader's language: language (the messages `book` shows, in English or Chinese: book.language._);
 - argument checks, safe writes: checks (the one validation idiom), files (atomic writes of committed files);
 - foundations: utils, data, results (recorded benchmark tables and their provenance), tokenizers, tasks, objectives,
   plots;

@@ -16,6 +16,8 @@ from typing import Iterator, Optional, Sequence
 
 import torch
 
+from .language import _
+
 __all__ = ["positive_int", "optional_positive_int", "non_negative_int", "probability", "positive_number",
            "one_of", "divides", "token_ids", "tensor_dims", "check_shape", "inputs_checked", "values_checked",
            "returned", "pair", "allocating"]
@@ -48,17 +50,21 @@ def values_checked() -> bool:
 
 def pair(got, what: str):
     """An exercise answer that should be two values: say so, instead of Python's unpacking error."""
-    if not isinstance(got, (tuple, list)) or len(got) != 2:
-        raise AssertionError(f"your function should return two values {what}, got {type(got).__name__}"
-                             + (f" of length {len(got)}" if isinstance(got, (tuple, list)) else ""))
+    if isinstance(got, (tuple, list)) and len(got) != 2:
+        raise AssertionError(_("your function should return two values {what}, got {kind} of length {n}")
+                             .format(what=what, kind=type(got).__name__, n=len(got)))
+    if not isinstance(got, (tuple, list)):
+        raise AssertionError(_("your function should return two values {what}, got {kind}")
+                             .format(what=what, kind=type(got).__name__))
     return got
 
 
-def returned(got, what: str = "your function"):
-    """An exercise checker's first look at a learner's answer: None means a forgotten `return`."""
+def returned(got, what: Optional[str] = None):
+    """An exercise checker's first look at a learner's answer: None means a forgotten `return`.
+    `what` names the answer in the message; None: "your function", in the reader's language."""
     if got is None:
-        raise AssertionError(f"{what} returned None: did you forget `return`? (a function without a return "
-                             "statement gives None)")
+        raise AssertionError(_("{what} returned None: did you forget `return`? (a function without a return "
+                               "statement gives None)").format(what=_("your function") if what is None else what))
     return got
 
 

@@ -5,7 +5,8 @@ The website runs chapter 7's exported model in the browser (`_ext/live_gpt.js`);
 Textarea, sliders, dropdowns, a button, an HTML and an Image widget: nothing that needs version 8's Stack).
 It samples as the page does and as `book.generate.generate` does: temperature, then top-k; temperature 0 is
 greedy. Built on `book.widgets` (its bars) and `book.plots` (the heatmap); like the sliders there it shows
-a short, stable text form.
+a short, stable text form. Its labels and messages speak the reader's language (book.language: Chinese with
+BOOK_LANG=zh, the words of _ext/live_gpt.js's ZH table); the heatmap itself, like every figure, stays English.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import torch
 
 from .checks import positive_int
 from .generate import context_len_of, generate, next_token_probs
+from .language import _
 from .plots import display_width, new_figure, to_png
 from .widgets import bars_html, frame_html
 
@@ -32,16 +34,16 @@ class LiveGPT(widgets.VBox):
         self.model, self.tok, self.n_chars, self.seed = model, tokenizer, n_chars, seed
         self.ctx = context_len_of(model)
         cfg = model.config
-        self.text = widgets.Textarea(value=prompt, rows=4, description="text",
+        self.text = widgets.Textarea(value=prompt, rows=4, description=_("text"),
                                      layout=widgets.Layout(width="95%"))
-        self.temperature = widgets.FloatSlider(value=0.8, min=0.0, max=2.0, step=0.05, description="temperature")
+        self.temperature = widgets.FloatSlider(value=0.8, min=0.0, max=2.0, step=0.05, description=_("temperature"))
         self.top_k = widgets.IntSlider(value=tokenizer.vocab_size, min=1, max=tokenizer.vocab_size,
-                                       description="top-k")
-        self.button = widgets.Button(description=f"write {n_chars} characters")
-        self.layer = widgets.Dropdown(options=[(f"layer {i + 1}", i) for i in range(cfg.n_layers)], value=0,
-                                      description="layer")
-        self.head = widgets.Dropdown(options=[(f"head {i + 1}", i) for i in range(cfg.n_heads)], value=0,
-                                     description="head")
+                                       description=_("top-k"))
+        self.button = widgets.Button(description=_("write {n} characters").format(n=n_chars))
+        self.layer = widgets.Dropdown(options=[(_("layer {n}").format(n=i + 1), i) for i in range(cfg.n_layers)],
+                                      value=0, description=_("layer"))
+        self.head = widgets.Dropdown(options=[(_("head {n}").format(n=i + 1), i) for i in range(cfg.n_heads)],
+                                     value=0, description=_("head"))
         self.bars = widgets.HTML()
         self.note = widgets.HTML()
         self.heatmap = widgets.HTML()      # the map as <img alt=...> (book.widgets.frame_html): screen readers too
@@ -65,7 +67,8 @@ class LiveGPT(widgets.VBox):
         """The text's token ids (its last context_len known characters); unknown characters are skipped."""
         known = [c for c in self.text.value if c in self.tok.stoi]
         unknown = sorted(set(self.text.value) - self.tok.stoi.keys())
-        self.note.value = (f"Not in the vocabulary, skipped: {html.escape(' '.join(unknown))}" if unknown else "")
+        self.note.value = (_("Not in the vocabulary, skipped: {list}").format(list=html.escape(" ".join(unknown)))
+                           if unknown else "")
         return self.tok.encode("".join(known))[-self.ctx:]
 
     @torch.no_grad()
@@ -73,7 +76,7 @@ class LiveGPT(widgets.VBox):
         ids = self.ids()
         if not ids:
             self._last, self._maps = None, None
-            self.bars.value = "Type something."
+            self.bars.value = _("Type something.")
             self._draw_heatmap()
             return
         device = next(self.model.parameters()).device
@@ -116,17 +119,19 @@ class LiveGPT(widgets.VBox):
         ax.set(xlabel="character read", ylabel="character reading",
                title=f"layer {self.layer.value + 1}, head {self.head.value + 1} (colour: sqrt of the weight)")
         best = weights.max(dim=-1)
-        rows = [f"{labels[i]!r} puts {best.values[i].item():.2f} on {labels[best.indices[i].item()]!r}"
+        rows = [_("{row!r} puts {weight:.2f} on {col!r}").format(row=labels[i], weight=best.values[i].item(),
+                                                                 col=labels[best.indices[i].item()])
                 for i in range(max(0, T - 8), T)]                      # the weights, not the colours' square roots
-        alt = (f"attention of layer {self.layer.value + 1}, head {self.head.value + 1} over {T} characters, "
-               f"the heaviest weight of each of the last {len(rows)} rows: " + "; ".join(rows))
+        alt = _("attention of layer {layer}, head {head} over {T} characters, the heaviest weight of each of the "
+                "last {rows} rows: {heaviest}").format(layer=self.layer.value + 1, head=self.head.value + 1, T=T,
+                                                       rows=len(rows), heaviest=_("; ").join(rows))
         self.heatmap.value = frame_html(to_png(fig, dpi=100), display_width(fig), alt)
 
     def write(self) -> str:
         """Append n_chars sampled characters (book.generate.generate, seeded) to the text; return them."""
         ids = self.ids()
         if not ids:
-            self.note.value = "type at least one known character first"
+            self.note.value = _("type at least one known character first")
             return ""
         self.writes += 1
         device = next(self.model.parameters()).device

@@ -27,6 +27,7 @@ import math
 import re
 from typing import Optional, Sequence
 
+from .language import _
 from .utils import GLUED, _display_unit, glued_numbers, recorded_seed_values, smoke_run
 
 __all__ = ["ask", "Question", "MIME_KEY", "shown", "number", "numbers"]
@@ -63,7 +64,7 @@ class Question:
             self.spec.update(unit=unit, within=within)
         # (data, metadata) shown: the question alone, then (`answer`) the answered quiz
         self.output: tuple = self._bundle(self._static(
-            "<p><em>Commit to an answer; the cells below measure it.</em></p>"))
+            "<p><em>" + _("Commit to an answer; the cells below measure it.") + "</em></p>"))
 
     # ---- what the reader sees -------------------------------------------------------------------------
     def _static(self, answer_html: str = "") -> str:
@@ -71,14 +72,16 @@ class Question:
         untrusted notebook, whose scripts JupyterLab strips)."""
         items = "".join(f"<li>{html.escape(c)}</li>" for c in self.choices)
         body = (f"<ul>{items}</ul>" if self.choices else
-                f"<p><em>Your estimate{' (' + html.escape(self.unit) + ')' if self.unit else ''}?</em></p>")
+                "<p><em>" + (_("Your estimate ({unit})?").format(unit=html.escape(self.unit)) if self.unit
+                             else _("Your estimate?")) + "</em></p>")
         return (f'<div class="book-quiz-static" id="{self.div_id}-static">'
-                f"<p><strong>Predict, then measure.</strong> {html.escape(self.question)}</p>{body}"
+                "<p><strong>" + _("Predict, then measure.") + f"</strong> {html.escape(self.question)}</p>{body}"
                 f"{answer_html}</div>")
 
     def _bundle(self, content: str) -> tuple:
-        return {"text/html": f'<div class="book-quiz">{content}</div>',
-                "text/plain": f"Predict, then measure: {self.question}"}, {MIME_KEY: self.spec}
+        return ({"text/html": f'<div class="book-quiz">{content}</div>',
+                 "text/plain": _("Predict, then measure: {question}").format(question=self.question)},
+                {MIME_KEY: self.spec})
 
     def _show(self) -> None:
         from IPython.display import display
@@ -175,33 +178,40 @@ class Question:
         lo, hi = x - width - slack, x + width + slack
         if self.unit == "%":            # a share: never below 0 % or above 100 %
             lo, hi = max(lo, 0.0), min(hi, 100.0)
-        out.update(answer=x, tolerance=width, range=[lo, hi], seeds=seeds,
-                   measured=measured or (shown + (" " + self.unit if self.unit else "")))
+        # the unit once: a glued share already shows its "%"
+        unit = " " + self.unit if self.unit and not shown.endswith(self.unit) else ""
+        out.update(answer=x, tolerance=width, range=[lo, hi], seeds=seeds, measured=measured or shown + unit)
         return out
 
     def _feedback(self, spec: dict, verdict: str) -> str:
         seeds = spec.get("seeds") or []
-        over = (f" (over {len(seeds)} seeds: {_short(min(seeds))} to {_short(max(seeds))})" if len(seeds) >= 3
-                else "")
-        return f"{verdict} Measured: {spec['measured']}{over}. {spec['why']}"
+        # a spread over the seeds, where the seeds differ (a count is the same on every seed)
+        over = (_(" (over {n} seeds: {low} to {high})").format(n=len(seeds), low=_short(min(seeds)),
+                                                                high=_short(max(seeds)))
+                if len(seeds) >= 3 and _short(min(seeds)) != _short(max(seeds)) else "")
+        return _("{verdict} Measured: {measured}{over}. {why}").format(verdict=verdict, measured=spec["measured"],
+                                                                       over=over, why=spec["why"])
 
     def _numeric_quiz(self, spec: dict) -> list:
         lo, hi = spec["range"]
-        near = f"anything from {_short(lo)} to {_short(hi)} counts."
-        return [{"question": self.question + (f" ({self.unit})" if self.unit else ""), "type": "numeric",
+        near = _("anything from {low} to {high} counts.").format(low=_short(lo), high=_short(hi))
+        question = _("{question} ({unit})").format(question=self.question, unit=self.unit) if self.unit else \
+            self.question
+        return [{"question": question, "type": "numeric",
                  "answers": [
                      {"type": "range", "range": [lo, math.nextafter(hi, math.inf)], "correct": True,
-                      "feedback": self._feedback(spec, "Close enough: " + near)},
+                      "feedback": self._feedback(spec, _("Close enough: ") + near)},
                      {"type": "range", "range": [-1e300, lo], "correct": False,
-                      "feedback": self._feedback(spec, "Too low; " + near)},
+                      "feedback": self._feedback(spec, _("Too low; ") + near)},
                      {"type": "range", "range": [hi, 1e300], "correct": False,
-                      "feedback": self._feedback(spec, "Too high; " + near)},
-                     {"type": "default", "feedback": "Type a number and press Enter."}]}]
+                      "feedback": self._feedback(spec, _("Too high; ") + near)},
+                     {"type": "default", "feedback": _("Type a number and press Enter.")}]}]
 
     def _choice_quiz(self, spec: dict) -> list:
         return [{"question": self.question, "type": "multiple_choice",
                  "answers": [{"answer": c, "correct": i == spec["correct"],
-                              "feedback": self._feedback(spec, "Yes." if i == spec["correct"] else "Not this one.")}
+                              "feedback": self._feedback(spec, _("Yes.") if i == spec["correct"]
+                                                         else _("Not this one."))}
                              for i, c in enumerate(self.choices)]}]
 
     def html(self, quiz: list, spec: dict) -> str:
@@ -209,8 +219,9 @@ class Question:
         from jupyterquiz.dynamic.loader import load_questions_script
         from jupyterquiz.dynamic.renderer import build_script, build_styles, render_div
 
-        verdict = (f"{html.escape(self.choices[spec['correct']])}. " if not self.numeric else "")
-        folded = (f"<details><summary>The measured answer</summary><p>{verdict}"
+        verdict = (_("{choice}. ").format(choice=html.escape(self.choices[spec["correct"]])) if not self.numeric
+                   else "")
+        folded = ("<details><summary>" + _("The measured answer") + f"</summary><p>{verdict}"
                   f"{html.escape(self._feedback(spec, ''))}</p></details>")
         div = self.div_id
         prefix, static, url = load_questions_script(quiz, div)
@@ -252,6 +263,11 @@ def _library_js(quiz: list) -> str:
     kind = quiz[0]["type"]
     code = "\n".join(files("jupyterquiz").joinpath("js", name).read_text(encoding="utf-8")
                      for name in _JS_FILES[kind])
+    # its few words a reader sees, in the reader's language (the same bytes in English)
+    for en, text in (("Type numeric answer here:", _("Type numeric answer here:")), ("Correct!", _("Correct!")),
+                     ("Incorrect -- try again.", _("Incorrect -- try again.")),
+                     ("Incorrect. Try again.", _("Incorrect. Try again."))):
+        code = code.replace(json.dumps(en), json.dumps(text, ensure_ascii=False))
     lines = [line.strip() for line in _BLOCK_COMMENT.sub("", code).splitlines()]
     kept = [line for line in lines if not _DROPPED_LINE.fullmatch(line)] + [""]
     # A line break after ; { or , or before }, never decides where a statement ends (no automatic semicolon hangs

@@ -16,6 +16,7 @@ PACKAGE = ROOT / "book"
 
 # lowest first; the names say what each layer is for
 LAYERS = [
+    ("the reader's language", ["language"]),
     ("argument checks, safe writes", ["checks", "files"]),
     ("foundations", ["utils", "data", "results", "tokenizers", "tasks", "objectives", "plots"]),
     ("maths and counts", ["optim", "timing", "positional", "kv_cache", "decoding", "ngram", "widgets",

@@ -22,7 +22,7 @@ fi
 if [[ "${BOOK_SKIP_BROWSER:-0}" != "1" ]]; then
   if ! command -v chromium >/dev/null && [[ ! -x /usr/bin/chromium ]]; then
     if [[ "$(id -u)" == 0 ]]; then SUDO=""; else SUDO="sudo"; fi
-    $SUDO apt-get update -q && $SUDO apt-get install -y -q chromium
+    $SUDO apt-get update -q && $SUDO apt-get install -y -q chromium fonts-wqy-microhei   # a CJK font: the Chinese pages in screenshots
   fi
   if ! command -v npm >/dev/null; then
     if [[ "$(id -u)" == 0 ]]; then SUDO=""; else SUDO="sudo"; fi

@@ -10,6 +10,7 @@ import torch
 import torch.nn as nn
 
 from ..checks import positive_int, probability, tensor_dims, token_ids
+from ..language import _
 from ..ngram import _counted, _gram_keys, _id_list, ngram_counts, ngram_log_prob
 
 __all__ = ["BigramLM", "ngram_stats", "check_ngram_log_prob", "longest_seen_context", "check_jelinek_mercer",
@@ -62,8 +63,9 @@ def check_ngram_log_prob(fn) -> bool:
         want = ngram_log_prob(grams, contexts, context, token, 5, k)
         got = fn(grams, contexts, context, token, 5, k)
         if not isinstance(got, (int, float)) or abs(got - want) > 1e-9:
-            raise AssertionError(f"for context {context}, token {token!r}, k={k}: expected {want:.6f}, "
-                                 f"got {got!r}. Hint: (count + k) / (context count + k * V), then log.")
+            raise AssertionError(_("for context {context}, token {token!r}, k={k}: expected {want:.6f}, got {got!r}. "
+                                   "Hint: (count + k) / (context count + k * V), then log.")
+                                 .format(context=context, token=token, k=k, want=want, got=got))
     print("Correct: your add-k n-gram probability matches the reference on every case.")
     return True
 
@@ -103,9 +105,10 @@ def check_jelinek_mercer(fn) -> bool:
         got = fn(tables, context, token, 6, lam)
         got = got.item() if isinstance(got, torch.Tensor) else got
         if not isinstance(got, (int, float)) or abs(got - want) > 1e-9:
-            raise AssertionError(f"for context {context}, token {token!r}, lam={lam}: expected {want:.6f}, "
-                                 f"got {got!r}. Hint: start from 1/V, then for k = 1..n mix lam * c(h w)/c(h) with "
-                                 "(1 - lam) times the order below, skipping an order whose context h was never seen.")
+            raise AssertionError(_("for context {context}, token {token!r}, lam={lam}: expected {want:.6f}, "
+                                   "got {got!r}. Hint: start from 1/V, then for k = 1..n mix lam * c(h w)/c(h) with "
+                                   "(1 - lam) times the order below, skipping an order whose context h was never "
+                                   "seen.").format(context=context, token=token, lam=lam, want=want, got=got))
     print("Correct: your Jelinek-Mercer probability matches the reference on every case.")
     return True
 
@@ -118,8 +121,9 @@ def check_bits_per_char(fn) -> bool:
         got = fn(torch.tensor(probs))
         got = got.item() if isinstance(got, torch.Tensor) else got
         if not isinstance(got, (int, float)) or abs(got - want) > 1e-5:
-            raise AssertionError(f"for probabilities {probs}: expected {want:.4f} bits, got {got!r}. "
-                                 "Hint: average -log2(p), not -ln(p), and not the sum.")
+            raise AssertionError(_("for probabilities {probs}: expected {want:.4f} bits, got {got!r}. "
+                                   "Hint: average -log2(p), not -ln(p), and not the sum.")
+                                 .format(probs=probs, want=want, got=got))
     print("Correct: your bits-per-character matches the reference on every case.")
     return True
 

@@ -8,6 +8,7 @@ import torch.nn as nn
 
 from ..checks import pair as _pair, returned
 from ..diagrams import Diagram, ROLES, _SRC, _TGT
+from ..language import _
 
 __all__ = ["draw_rnn_encoder_decoder", "check_lstm_step", "check_and_glue_samples", "count_and_time",
            "check_and_glue_costs", "check_recall", "check_and_glue_slopes", "curriculum_record",
@@ -66,12 +67,12 @@ def check_lstm_step(fn) -> bool:
                          "(h_new, c_new)")
     # explicit raises, not `assert`: the check must still reject wrong answers under `python -O`
     if tuple(h_new.shape) != (2, 3) or tuple(c_new.shape) != (2, 3):
-        raise AssertionError(f"h' and c' should be (B, H) = (2, 3), got {tuple(h_new.shape)} and "
-                             f"{tuple(c_new.shape)}")
+        raise AssertionError(_("h' and c' should be (B, H) = (2, 3), got {h_shape} and {c_shape}")
+                             .format(h_shape=tuple(h_new.shape), c_shape=tuple(c_new.shape)))
     if not torch.allclose(c_new, c_ref, atol=1e-5):
-        raise AssertionError("c' differs: c' = f * c + i * g (gate order i, f, g, o)")
+        raise AssertionError(_("c' differs: c' = f * c + i * g (gate order i, f, g, o)"))
     if not torch.allclose(h_new, h_ref, atol=1e-5):
-        raise AssertionError("c' is right but h' differs: h' = o * tanh(c')")
+        raise AssertionError(_("c' is right but h' differs: h' = o * tanh(c')"))
     return True
 
 

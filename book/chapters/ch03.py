@@ -7,6 +7,7 @@ import torch
 
 from ..checks import returned
 from ..diagrams import Diagram, ROLES, _SRC
+from ..language import _
 
 __all__ = ["draw_bahdanau_attention", "check_general_score", "step_cost", "print_step_cost", "matched_results",
            "print_matched", "draw_matched", "check_and_glue_matched", "alignment_misses"]
@@ -97,10 +98,10 @@ def check_general_score(fn) -> bool:
     out = returned(fn(s, H, W))
     # explicit raises, not `assert`: the check must still reject wrong answers under `python -O`
     if tuple(out.shape) != (2, 5):
-        raise AssertionError(f"scores should have shape (B, S) = (2, 5), got {tuple(out.shape)}")
+        raise AssertionError(_("scores should have shape (B, S) = (2, 5), got {shape}").format(shape=tuple(out.shape)))
     want = torch.einsum("bd,de,bse->bs", s, W, H)
     if not torch.allclose(out, want, atol=1e-5):
-        raise AssertionError("shape is right but values differ: score_i = s^T W h_i")
+        raise AssertionError(_("shape is right but values differ: score_i = s^T W h_i"))
     return True
 
 

@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 
 from ..checks import returned
 from ..diagrams import Diagram
+from ..language import _
 
 __all__ = ["draw_qkv_flow", "check_attention", "peak_cpu_memory", "read_twice", "export_read_twice",
            "load_read_twice", "live_read_twice", "MAX_LINE", "plain_log_ticks", "draw_two_threads",
@@ -68,10 +69,11 @@ def check_attention(fn: Callable, seed: int = 0) -> bool:
         got = got[0] if isinstance(got, tuple) else got
         want = F.scaled_dot_product_attention(q, k, v, attn_mask=m)
         if tuple(got.shape) != tuple(want.shape):
-            raise AssertionError(f"output should have shape {tuple(want.shape)}, got {tuple(got.shape)}")
+            raise AssertionError(_("output should have shape {want}, got {got}")
+                                 .format(want=tuple(want.shape), got=tuple(got.shape)))
         if not torch.allclose(got, want, atol=1e-5, rtol=1e-4):
-            hint = "with the mask" if m is not None else "without a mask (check the 1/sqrt(D) scale)"
-            raise AssertionError(f"values differ from F.scaled_dot_product_attention {hint}")
+            hint = _("with the mask") if m is not None else _("without a mask (check the 1/sqrt(D) scale)")
+            raise AssertionError(_("values differ from F.scaled_dot_product_attention {hint}").format(hint=hint))
     return True
 
 
@@ -101,7 +103,7 @@ def peak_cpu_memory(fn: Callable[[], object]) -> int:
     steps = sorted((e.time_range.start if e.self_cpu_memory_usage > 0 else e.time_range.end,
                     e.self_cpu_memory_usage) for e in prof.events() if e.self_cpu_memory_usage)
     live = peak = 0
-    for _, delta in steps:
+    for _time, delta in steps:
         live += delta
         peak = max(peak, live)
     return peak
@@ -190,10 +192,10 @@ def _read_twice_html(shown: dict) -> str:
     import html
     marks = "".join(f'<span style="{"" if p == c else "background:#f4c7c3;"}">{html.escape(p)}</span>'
                     for p, c in zip(shown["predicted"], shown["text"]))
-    n = len(shown["text"])
-    return (f'<pre style="margin:0">line read twice: {html.escape(shown["text"])}\n'
-            f'second reading writes: {marks}</pre><p>{shown["right"]} of {n} characters right '
-            "(red: a miss)</p>")
+    lines = _("line read twice: {text}\nsecond reading writes: {marks}").format(text=html.escape(shown["text"]),
+                                                                              marks=marks)
+    score = _("{right} of {n} characters right (red: a miss)").format(right=shown["right"], n=len(shown["text"]))
+    return f'<pre style="margin:0">{lines}</pre><p>{score}</p>'
 
 
 def live_read_twice(model, tok, line: str = "Sweet are the uses of adversity"):
@@ -203,12 +205,12 @@ def live_read_twice(model, tok, line: str = "Sweet are the uses of adversity"):
     from ..plots import alt_text, display_width, heatmap, new_figure, to_png
     from ..widgets import frame_html
 
-    box = widgets.Text(value=line, description="your line", layout=widgets.Layout(width="95%"))
+    box = widgets.Text(value=line, description=_("your line"), layout=widgets.Layout(width="95%"))
     out, picture = widgets.HTML(), widgets.HTML()
 
-    def draw(_=None):
+    def draw(_change=None):
         if not _line_ids(tok, box.value):
-            out.value, picture.value = "Type a line.", ""
+            out.value, picture.value = _("Type a line."), ""
             return
         shown = read_twice(model, tok, box.value)
         chars, n = list(shown["text"]), len(shown["text"])

@@ -8,6 +8,7 @@ from typing import Callable, Optional
 import torch
 
 from ..checks import positive_int, probability, returned
+from ..language import _
 from ..positional import RotaryEmbedding, _check_even, pair_frequencies, sinusoidal_table
 from ..tasks import _BITES, _N_NOUNS
 
@@ -54,10 +55,12 @@ def check_shift_matrix(fn: Callable, d_model: int = 8, base: float = 10000.0) ->
     for k in (0, 1, 3, 17):
         M = torch.as_tensor(returned(fn(k, d_model)), dtype=torch.float64)
         if tuple(M.shape) != (d_model, d_model):
-            raise AssertionError(f"M_{k} should have shape ({d_model}, {d_model}), got {tuple(M.shape)}")
+            raise AssertionError(_("M_{k} should have shape ({d_model}, {d_model}), got {shape}")
+                                 .format(k=k, d_model=d_model, shape=tuple(M.shape)))
         got = pe[:50] @ M.T  # row pos holds (M_k PE[pos])^T
         if not torch.allclose(got, pe[k : k + 50], atol=1e-5):
-            raise AssertionError(f"M_{k} @ PE[pos] is not PE[pos + {k}] (check the signs of the sin terms)")
+            raise AssertionError(_("M_{k} @ PE[pos] is not PE[pos + {k}] (check the signs of the sin terms)")
+                                 .format(k=k))
     return True
 
 
@@ -75,10 +78,12 @@ def check_rotate_half(fn: Callable, d_head: int = 8) -> bool:
     for offset in (0, 3):
         got = fn(x[..., perm], offset)
         if not isinstance(got, torch.Tensor) or got.shape != x.shape:
-            raise AssertionError(f"fn(x, offset) should return a tensor of shape {tuple(x.shape)}")
+            raise AssertionError(_("fn(x, offset) should return a tensor of shape {shape}")
+                                 .format(shape=tuple(x.shape)))
         if not torch.allclose(got, rope(x, offset)[..., perm], atol=1e-5):
-            raise AssertionError(f"offset {offset}: not the interleaved RoPE permuted to the rotate-half layout "
-                                 "(pair i is dims i and i + D/2; the first half gets x1 cos - x2 sin)")
+            raise AssertionError(_("offset {offset}: not the interleaved RoPE permuted to the rotate-half layout "
+                                   "(pair i is dims i and i + D/2; the first half gets x1 cos - x2 sin)")
+                                 .format(offset=offset))
     return True
 
 

@@ -15,6 +15,7 @@ from .. import plots
 from ..attention import Attention
 from ..checks import positive_int, returned
 from ..diagrams import Diagram
+from ..language import _
 from ..results import provenance, read_rows, value_range
 from ..utils import claim, glue
 
@@ -160,10 +161,11 @@ def check_multi_head(fn, seed: int = 0) -> bool:
     with torch.no_grad():
         want, got = mha(x, causal=False), returned(fn(x, mha))
     if tuple(got.shape) != (2, 5, 12):
-        raise AssertionError(f"output should have shape (2, 5, 12) = (B, T, C), got {tuple(got.shape)}")
+        raise AssertionError(_("output should have shape (2, 5, 12) = (B, T, C), got {shape}")
+                             .format(shape=tuple(got.shape)))
     if not torch.allclose(got, want, atol=1e-5, rtol=1e-4):
-        raise AssertionError("values differ from book.attention.Attention. Hints: head h uses rows h*D:(h+1)*D of "
-                             "each projection weight; scale by sqrt(D), not sqrt(C); concatenate, then out_proj.")
+        raise AssertionError(_("values differ from book.attention.Attention. Hints: head h uses rows h*D:(h+1)*D of "
+                               "each projection weight; scale by sqrt(D), not sqrt(C); concatenate, then out_proj."))
     print("Correct: your loop over heads computes exactly what the batched Attention computes.")
     return True
 
@@ -176,11 +178,13 @@ def check_rms_norm(fn, seed: int = 0) -> bool:
     want = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
     got = returned(fn(x, w, 1e-6))
     if tuple(got.shape) != tuple(x.shape):
-        raise AssertionError(f"output should have shape {tuple(x.shape)}, got {tuple(got.shape)}")
+        raise AssertionError(_("output should have shape {want}, got {got}")
+                             .format(want=tuple(x.shape), got=tuple(got.shape)))
     if not torch.allclose(got, want, atol=1e-5, rtol=1e-4):
-        hint = "do not subtract the mean" if torch.allclose(got, F.layer_norm(x, (8,), w, None, 1e-6),
-                                                           atol=1e-5) else "divide by sqrt(mean(x^2) + eps)"
-        raise AssertionError(f"values differ from RMSNorm over the last dim. Hint: {hint}, then scale by weight.")
+        hint = _("do not subtract the mean") if torch.allclose(got, F.layer_norm(x, (8,), w, None, 1e-6),
+                                                              atol=1e-5) else _("divide by sqrt(mean(x^2) + eps)")
+        raise AssertionError(_("values differ from RMSNorm over the last dim. Hint: {hint}, then scale by weight.")
+                             .format(hint=hint))
     print("Correct: your RMSNorm matches the reference.")
     return True
 

@@ -11,6 +11,7 @@ import torch
 from ..checks import returned
 from ..diagrams import Diagram, ROLES
 from ..kv_cache import kv_cache_bytes
+from ..language import _
 from ..results import _read_json
 
 __all__ = ["draw_gpt_stack", "check_kv_cache_bytes", "check_top_p", "leaderboard_bpc", "samples_by_loss",
@@ -76,8 +77,9 @@ def check_kv_cache_bytes(fn) -> bool:
     for args in cases:
         want, got = kv_cache_bytes(*args), fn(*args)
         if got != want:
-            raise AssertionError(f"for (n_layers, n_kv_heads, d_head, context_len, batch, bytes) = {args}: expected "
-                                 f"{want:,} bytes, got {got!r}. Hint: K and V are both cached, in every layer.")
+            raise AssertionError(_("for (n_layers, n_kv_heads, d_head, context_len, batch, bytes) = {args}: "
+                                   "expected {want:,} bytes, got {got!r}. Hint: K and V are both cached, in every "
+                                   "layer.").format(args=args, want=want, got=got))
     print("Correct: your KV-cache arithmetic matches in every case.")
     return True
 
@@ -92,11 +94,13 @@ def check_top_p(fn) -> bool:
     for p, keep in cases:
         got = returned(fn(probs.log(), p))
         if tuple(got.shape) != tuple(probs.shape):
-            raise AssertionError(f"output should have the logits' shape {tuple(probs.shape)}, got {tuple(got.shape)}")
+            raise AssertionError(_("output should have the logits' shape {want}, got {got}")
+                                 .format(want=tuple(probs.shape), got=tuple(got.shape)))
         kept = torch.isfinite(got)
         if kept.tolist() != keep:
-            raise AssertionError(f"p={p}, probs {probs.tolist()}: should keep {keep}, kept {kept.tolist()}. "
-                                 "Hint: keep a token while the mass ranked above it is still < p.")
+            raise AssertionError(_("p={p}, probs {probs}: should keep {keep}, kept {kept}. "
+                                   "Hint: keep a token while the mass ranked above it is still < p.")
+                                 .format(p=p, probs=probs.tolist(), keep=keep, kept=kept.tolist()))
     print("Correct: your top-p filter keeps the smallest nucleus in every case.")
     return True
 

@@ -14,6 +14,7 @@ from ..attention import Attention, to_torch_mha
 from ..blocks import DecoderBlock, _copy_position_wise, to_torch_encoder_layer
 from ..checks import positive_int, returned
 from ..diagrams import Diagram, ROLES
+from ..language import _
 from ..transformer import Transformer
 
 __all__ = ["draw_encoder_decoder", "to_torch_transformer", "check_transformer_params", "check_cross_attention",
@@ -130,9 +131,10 @@ def check_transformer_params(fn) -> bool:
     for args in [(37000, 512, 2048, 6), (37000, 1024, 4096, 6), (23, 64, 128, 2), (10, 6, 7, 1)]:
         want, got = transformer_params(*args), fn(*args)
         if got != want:
-            raise AssertionError(f"(vocab_size, d_model, d_ff, n_layers) = {args}: expected {want:,}, got {got!r}. "
-                                 "Hints: every Linear has a bias; a decoder layer has two attentions and three "
-                                 "norms; the embedding is counted once; both stacks end with a LayerNorm.")
+            raise AssertionError(_("(vocab_size, d_model, d_ff, n_layers) = {args}: expected {want:,}, got {got!r}. "
+                                   "Hints: every Linear has a bias; a decoder layer has two attentions and three "
+                                   "norms; the embedding is counted once; both stacks end with a LayerNorm.")
+                                 .format(args=args, want=want, got=got))
     print("Correct: your count matches the model's in every case.")
     return True
 
@@ -150,10 +152,11 @@ def check_cross_attention(fn, seed: int = 0) -> bool:
         want = attn(y, memory, causal=False, mask=keep[:, None, None, :], need_weights=True)[1]
         got = returned(fn(y, memory, attn, keep))
     if tuple(got.shape) != (2, 3, 5, 7):
-        raise AssertionError(f"weights should have shape (B, H, T, S) = (2, 3, 5, 7), got {tuple(got.shape)}")
+        raise AssertionError(_("weights should have shape (B, H, T, S) = (2, 3, 5, 7), got {shape}")
+                             .format(shape=tuple(got.shape)))
     if not torch.allclose(got, want, atol=1e-5):
-        raise AssertionError("values differ. Hints: queries from y, keys from memory; scale by sqrt(D) with "
-                             "D = C // H; padding (keep False) gets -inf before the softmax over S.")
+        raise AssertionError(_("values differ. Hints: queries from y, keys from memory; scale by sqrt(D) with "
+                               "D = C // H; padding (keep False) gets -inf before the softmax over S."))
     print("Correct: your cross-attention weights match Attention's.")
     return True
 
@@ -283,14 +286,15 @@ def live_translator(model: Transformer, task, sentence: str = "shy owl sees big 
     from ..widgets import frame_html
 
     cfg = model.config
-    box = widgets.Text(value=sentence, description="sentence", layout=widgets.Layout(width="95%"))
-    layer = widgets.Dropdown(options=[(f"layer {i + 1}", i) for i in range(cfg.n_layers)], value=cfg.n_layers - 1,
-                             description="layer")
-    head = widgets.Dropdown(options=[(f"head {i + 1}", i) for i in range(cfg.n_heads)], value=0, description="head")
+    box = widgets.Text(value=sentence, description=_("sentence"), layout=widgets.Layout(width="95%"))
+    layer = widgets.Dropdown(options=[(_("layer {n}").format(n=i + 1), i) for i in range(cfg.n_layers)],
+                             value=cfg.n_layers - 1, description=_("layer"))
+    head = widgets.Dropdown(options=[(_("head {n}").format(n=i + 1), i) for i in range(cfg.n_heads)], value=0,
+                            description=_("head"))
     out, picture = widgets.HTML(), widgets.HTML()
     state = {}
 
-    def draw_map(_=None):
+    def draw_map(_change=None):
         shown = state.get("shown")
         if shown is None:
             picture.value = ""
@@ -302,17 +306,18 @@ def live_translator(model: Transformer, task, sentence: str = "shy owl sees big 
                 ylabel="word written", title=f"Cross-attention, layer {layer.value + 1}, head {head.value + 1}")
         picture.value = frame_html(to_png(fig, palette=True), display_width(fig), alt_text(fig))
 
-    def translate(_=None):
+    def translate(_change=None):
         words, _skipped = _source_words(task, box.value)
         if not words or len(words) > cfg.context_len:
             state["shown"] = None
-            out.value = f"Type a sentence of the toy language (1 to {cfg.context_len} known words)."
+            out.value = _("Type a sentence of the toy language (1 to {ctx} known words).").format(ctx=cfg.context_len)
         else:
             shown = state["shown"] = translate_words(model, task, box.value)
-            skipped = (f"<br>Not in the vocabulary, skipped: {html.escape(' '.join(shown['skipped']))}"
-                       if shown["skipped"] else "")
-            out.value = (f"<pre style=\"margin:0\">source:      {html.escape(' '.join(shown['source']))}\n"
-                         f"translation: {html.escape(' '.join(shown['output']))}</pre>{skipped}")
+            skipped = ("<br>" + _("Not in the vocabulary, skipped: {list}").format(
+                list=html.escape(" ".join(shown["skipped"]))) if shown["skipped"] else "")
+            lines = _("source:      {source}\ntranslation: {output}").format(
+                source=html.escape(" ".join(shown["source"])), output=html.escape(" ".join(shown["output"])))
+            out.value = f'<pre style="margin:0">{lines}</pre>{skipped}'
         draw_map()
 
     box.observe(translate, names="value")
@@ -357,9 +362,10 @@ def check_behind_buckets(fn) -> bool:
     for rec, steps in cases:
         want, got = behind_buckets(rec, steps), returned(fn(rec, steps))
         if [tuple(x) for x in got] != want:
-            raise AssertionError(f"steps={steps}: expected the buckets {want}, got {got!r}. Hints: compare the "
-                                 "attention RNN's lowest seed with the Transformer's highest (every seed beats every "
-                                 "seed), strictly; keep the buckets in LENGTH_BUCKETS' order.")
+            raise AssertionError(_("steps={steps}: expected the buckets {want}, got {got!r}. Hints: compare the "
+                                   "attention RNN's lowest seed with the Transformer's highest (every seed beats "
+                                   "every seed), strictly; keep the buckets in LENGTH_BUCKETS' order.")
+                                 .format(steps=steps, want=want, got=got))
     print("Correct: your buckets match the record's at 200 and 500 steps, and the made-up case.")
     return True
 

@@ -17,6 +17,7 @@ from ..bert import BERT, EncoderConfig
 from ..checks import non_negative_int, pair as _pair, positive_int, positive_number, returned, tensor_dims, token_ids
 from ..diagrams import Diagram
 from ..generate import context_len_of
+from ..language import _
 from ..objectives import IGNORE, PretrainVocab
 from ..optim import build_optimizer
 from ..pretrain import _lm_ce, _objective
@@ -104,26 +105,28 @@ def check_mask_tokens(fn, vocab: Optional[PretrainVocab] = None, seed: int = 0) 
     ids = torch.randint(0, vocab.n_chars, (400, 500), generator=g)
     inputs, labels = _pair(returned(fn(ids.clone(), vocab, g)), "(inputs, labels)")
     if inputs.shape != ids.shape or labels.shape != ids.shape:
-        raise AssertionError(f"inputs and labels should both have shape {tuple(ids.shape)}, "
-                             f"got {tuple(inputs.shape)} and {tuple(labels.shape)}")
+        raise AssertionError(_("inputs and labels should both have shape {want}, got {inputs} and {labels}")
+                             .format(want=tuple(ids.shape), inputs=tuple(inputs.shape), labels=tuple(labels.shape)))
     chosen = labels != IGNORE
     if not torch.equal(labels[chosen], ids[chosen]):
-        raise AssertionError("at chosen positions the label must be the original token")
+        raise AssertionError(_("at chosen positions the label must be the original token"))
     if not torch.equal(inputs[~chosen], ids[~chosen]):
-        raise AssertionError("positions that were not chosen must stay unchanged (and get the label IGNORE)")
+        raise AssertionError(_("positions that were not chosen must stay unchanged (and get the label IGNORE)"))
     frac = chosen.float().mean().item()
     masked = (inputs[chosen] == vocab.mask).float().mean().item()
     same = (inputs[chosen] == ids[chosen]).float().mean().item()
-    for name, got, want in [("chosen", frac, 0.15), ("[MASK] among chosen", masked, 0.8)]:
+    for name, got, want in [(_("chosen"), frac, 0.15), (_("[MASK] among chosen"), masked, 0.8)]:
         if abs(got - want) > 0.005:
-            raise AssertionError(f"{name}: expected {want:.0%}, got {got:.2%}")
+            raise AssertionError(_("{name}: expected {want:.0%}, got {got:.2%}").format(name=name, want=want, got=got))
     # a random replacement equals the original 1 time in n_chars: unchanged = 10 % + 10 % / n_chars
     want_same = 0.1 + 0.1 / vocab.n_chars
     if abs(same - want_same) > 0.01:
-        raise AssertionError(f"unchanged among chosen: expected {want_same:.1%}, got {same:.2%}. Hint: the random "
-                             "10 % draws characters, never specials")
+        # "10 %" passed as a value: in the template, "% d(raws)" would read as a %-format to Babel's checks
+        raise AssertionError(_("unchanged among chosen: expected {want:.1%}, got {got:.2%}. Hint: the random "
+                               "{share} draws characters, never specials").format(want=want_same, got=same,
+                                                                                  share="10 %"))
     if int(inputs.max()) > vocab.mask or ((inputs >= vocab.n_chars) & (inputs != vocab.mask)).any():
-        raise AssertionError("the only special token in the inputs should be [MASK]")
+        raise AssertionError(_("the only special token in the inputs should be [MASK]"))
     print(f"Correct: {frac:.1%} chosen; of those {masked:.1%} [MASK], {same:.1%} unchanged.")
     return True
 
@@ -706,7 +709,7 @@ def check_and_glue_sense_gap(gaps: List[Tuple[str, float]]) -> None:
 
     print(f"{'after':14s} | gap between senses | change")
     moved = {"attention": [], "FFN": []}
-    for (n, g), (_, before) in zip(gaps, [(None, None)] + gaps[:-1]):
+    for (n, g), (_name, before) in zip(gaps, [(None, None)] + gaps[:-1]):
         print(f"{n:14s} | {g:+18.3f} | " + (f"{g - before:+.3f}" if before is not None else ""))
         if before is not None:
             moved[n.split()[1]].append(g - before)
@@ -1194,7 +1197,7 @@ def check_and_glue_quoter(hist: History, plain_drop: float, plain_bpc: Dict[str,
     formed = copy_formed(drops)  # first test at which the copy saves 0.3 bits/char
     print(f"quoter, {len(hist.train_loss)} steps in {hist.train_seconds:.1f} s; plain GPT's saving {plain_drop:+.2f}")
     print(" step | saved (bits/char) | best previous-token score, layer 1 | best induction score, layer 2")
-    for (s, d), (_, p), (_, i) in list(zip(drops, log["prev"], log["induction"]))[1::2]:
+    for (s, d), (_s, p), (_s2, i) in list(zip(drops, log["prev"], log["induction"]))[1::2]:
         print(f"{s:5d} | {d:+17.2f} | {p:34.2f} | {i:.2f}")
     print(f"plain validation text: GPT {plain_bpc['GPT']:.2f} bits/char, quoter {plain_bpc['quoter']:.2f}")
     for name, v, tol in [("q_once", q_once, 0.4), ("q_twice", q_twice, 0.6), ("q_plain", plain_bpc["quoter"], 0.3),
@@ -1492,7 +1495,8 @@ def check_learned_plateau(fn, rope_losses: Optional[Sequence[float]] = None, pla
         got = returned(fn(positions))
         got = [float(v) for v in (got.tolist() if isinstance(got, torch.Tensor) else got)]
         if not got or not all(math.isfinite(v) for v in got):
-            raise AssertionError(f"fn({positions!r}) should return finite training losses, one per step, got {got!r}")
+            raise AssertionError(_("fn({positions!r}) should return finite training losses, one per step, got {got!r}")
+                                 .format(positions=positions, got=got))
         return got
 
     learned = losses("learned")
@@ -1500,7 +1504,8 @@ def check_learned_plateau(fn, rope_losses: Optional[Sequence[float]] = None, pla
         print(f"Smoke run: {len(learned)} steps, too few to check the plateau.")
         return True
     if len(learned) < 2 * window:
-        raise AssertionError(f"train for at least {2 * window} steps to see a plateau, got {len(learned)} losses")
+        raise AssertionError(_("train for at least {steps} steps to see a plateau, got {n} losses")
+                             .format(steps=2 * window, n=len(learned)))
     if plateau is None:
         from ..data import load_shakespeare, shakespeare_split
         from ..tokenizers import CharTokenizer
@@ -1511,16 +1516,19 @@ def check_learned_plateau(fn, rope_losses: Optional[Sequence[float]] = None, pla
     rope = [float(v) for v in (rope_losses if rope_losses is not None else losses("rope"))]
     n = len(learned)
     if len(rope) < n:
-        raise AssertionError(f"the RoPE run has {len(rope)} losses, fewer than the learned run's {n}")
+        raise AssertionError(_("the RoPE run has {rope} losses, fewer than the learned run's {n}")
+                             .format(rope=len(rope), n=n))
     mean = lambda v: sum(v[n - window:n]) / window  # noqa: E731  the last `window` steps of the learned run
     lo, ro = mean(learned), mean(rope)
     print(f"steps {n - window + 1}-{n}: learned positions {lo:.2f} nats, RoPE {ro:.2f}; "
           f"character frequencies alone {plateau:.2f}")
     if abs(lo - plateau) > 0.2:
-        raise AssertionError(f"the learned-position BERT should still sit near {plateau:.2f} nats, got {lo:.2f}. "
-                             "Hint: positions='learned' in the BERT's EncoderConfig, the chapter's seed and schedule")
+        raise AssertionError(_("the learned-position BERT should still sit near {plateau:.2f} nats, got {got:.2f}. "
+                               "Hint: positions='learned' in the BERT's EncoderConfig, the chapter's seed and "
+                               "schedule").format(plateau=plateau, got=lo))
     if ro > plateau - 0.3:
-        raise AssertionError(f"the RoPE BERT should have left the plateau ({plateau:.2f}) by these steps, got {ro:.2f}")
+        raise AssertionError(_("the RoPE BERT should have left the plateau ({plateau:.2f}) by these steps, "
+                               "got {got:.2f}").format(plateau=plateau, got=ro))
     print("Correct: with learned positions the BERT still guesses from character frequencies;\n"
           "with RoPE it reads its neighbours.")
     return True
