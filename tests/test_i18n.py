@@ -35,7 +35,7 @@ def test_translate_fills_every_block_and_refuses_a_missing_or_fuzzy_one():
     cat.add("Two {glue:text}`n`.", string="二 {glue:text}`n`。", context="c1")
     text = "One.\n\n<!-- typed: 7 (a note) -->\n\nTwo {glue:text}`n`.\n"
     assert i18n.translate(text, "c1", cat, "p") == "一。\n\n<!-- typed: 7 (a note) -->\n\n二 {glue:text}`n`。\n"
-    with pytest.raises(i18n.MissingTranslation, match=r"p \[c2\]: absent"):
+    with pytest.raises(i18n.MissingTranslation, match=r"p \[c2\]: 'One\.' is absent"):
         i18n.translate(text, "c2", cat, "p")
     cat.get("One.", context="c1").flags.add("fuzzy")
     with pytest.raises(i18n.MissingTranslation, match="fuzzy"):

@@ -284,17 +284,7 @@ class MissingTranslation(ValueError):
 
 def translate(text: str, context: str, cat, page: str) -> str:
     """`text` (a template) with every block replaced by its catalog translation; HTML comments kept as they are."""
-    out = []
-    for b in blocks(text):
-        if COMMENT.match(b):
-            out.append(b)
-            continue
-        m = cat.get(b, context=context)
-        if m is None or not m.string or m.fuzzy:
-            state = "absent" if m is None else "fuzzy" if m.fuzzy else "untranslated"
-            raise MissingTranslation(f"{page} [{context}]: {state} in i18n/zh/{page}.po: {b[:70]!r}... "
-                                     "(python tools/i18n.py extract, then translate it)")
-        out.append(m.string)
+    out = [b if COMMENT.match(b) else finished(cat, b, context, page) for b in blocks(text)]
     return "\n\n".join(out) + ("\n" if text.endswith("\n") else "")
 
 
