@@ -95,6 +95,13 @@ def test_the_long_runs_are_scored_in_sentences_built_from_their_numbers():
     assert out["answer"] == ch10.SCALING_CHOICES[2] and out["beyond"] == (
         "Trained further, for 36 CPU-minutes, it scores 2.390 (seeds 2.380–2.400): worse still than at 24 minutes on "
         "every seed, and above the 7-gram's 2.196")
+    assert out["lstm"].startswith("The LSTM ends at 2.275 (seeds 2.270–2.280) after 36 minutes (up from 2.273 at 24 "
+                                  "minutes, the seeds overlapping), above the line")
+    S = _scaling_S({1440.0: [2.34, 2.35, 2.36], 2160.0: [2.38, 2.39, 2.40]},
+                   {1440.0: [2.27, 2.27, 2.28], 2160.0: [2.29, 2.295, 2.30]})
+    assert "(up from 2.273 at 24 minutes, on every seed)" in ch10.check_and_glue_scaling_long(S)["lstm"]
+    assert "after 24 minutes, above" in ch10.check_and_glue_scaling_long(
+        _scaling_S({1440.0: [2.34, 2.35, 2.36]}, {1440.0: [2.27, 2.27, 2.28]}))["lstm"]
     with pytest.raises(ValueError, match="no long runs recorded"):
         ch10.check_and_glue_scaling_long(dict(S, long=None))
     assert ch10._sci(5.31e15) == "5.3 × 10¹⁵" and ch10._sci(6.1e-3) == "6.1 × 10⁻³"

@@ -466,7 +466,9 @@ def check_and_glue_scaling_long(S: dict) -> dict:
     built from the numbers) -> {"answer": the choice of SCALING_CHOICES the modern GPT's first long budget picks
     (against the line and its longest short runs), "quiz": the quiz's answer (q.answer(**quiz)), "crossing": (low,
     high) CPU seconds or None, "miss": {(model, budget): measured mean - the fit's curve}, "worse": bool, "beyond":
-    the sentence on the GPT's longest budget past the first, glued as ch10_sc_gpt_beyond; None without one}."""
+    the sentence on the GPT's longest budget past the first, glued as ch10_sc_gpt_beyond; None without one, "lstm": the
+    LSTM's sentence at its longest budget (against its first long budget, when there are two), glued as
+    ch10_sc_lstm_verdict}."""
     import statistics
 
     if not S["long"]:
@@ -520,7 +522,12 @@ def check_and_glue_scaling_long(S: dict) -> dict:
         beyond_sentence = None
     lb = max(S["long"][lstm])
     lv, gv = S["long"][lstm][lb], S["long"][gpt][lb]
-    lstm_sentence = (f"The LSTM ends at {mean(lv):.3f} (seeds {_span(lv)}) after {lb / 60:g} minutes, "
+    lf = min(S["long"][lstm])                                # the LSTM's first long budget, to compare with
+    moved = "" if lf == lb else (
+        f" ({'up' if mean(lv) > mean(S['long'][lstm][lf]) else 'down'} from {mean(S['long'][lstm][lf]):.3f} at "
+        f"{lf / 60:g} minutes, " + ("on every seed" if min(lv) > max(S["long"][lstm][lf]) or
+                                    max(lv) < min(S["long"][lstm][lf]) else "the seeds overlapping") + ")")
+    lstm_sentence = (f"The LSTM ends at {mean(lv):.3f} (seeds {_span(lv)}) after {lb / 60:g} minutes{moved}, "
                      + ("above the line, as its fitted floor said" if min(lv) > kn else
                         "below the line, which its fitted floor said it would never reach"))
     lead = mean(lv) - mean(gv)
@@ -551,7 +558,8 @@ def check_and_glue_scaling_long(S: dict) -> dict:
            SCALING_CHOICES[2]: "The fitted curve can only fall; trained longer on the same 1-MB text, the GPT's "
                                "validation loss rose instead (the next cell asks why)."}[answer]
     quiz = dict(choice=answer, why=why, measured=gpt_sentence, evidence=["ch10_sc_gpt_verdict"])
-    return dict(answer=answer, crossing=crossing, miss=miss, worse=worse, quiz=quiz, beyond=beyond_sentence)
+    return dict(answer=answer, crossing=crossing, miss=miss, worse=worse, quiz=quiz, beyond=beyond_sentence,
+                lstm=lstm_sentence)
 
 
 def check_and_glue_scaling_gap(S: dict) -> dict:
