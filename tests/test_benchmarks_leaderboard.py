@@ -94,14 +94,19 @@ def test_the_long_runs_are_scored_in_sentences_built_from_their_numbers():
     out = ch10.check_and_glue_scaling_long(S)
     assert out["answer"] == ch10.SCALING_CHOICES[2] and out["beyond"] == (
         "Trained further, for 36 CPU-minutes, it scores 2.390 (seeds 2.380–2.400): worse still than at 24 minutes on "
-        "every seed, and above the 7-gram's 2.196")
-    assert out["lstm"].startswith("The LSTM ends at 2.275 (seeds 2.270–2.280) after 36 minutes (up from 2.273 at 24 "
-                                  "minutes, the seeds overlapping), above the line")
+        "every seed")
+    assert out["lstm"].startswith("The LSTM ends at 2.275 (seeds 2.270–2.280) after 36 minutes (2.273 at 24 "
+                                  "minutes; the seeds overlap), above the line")
     S = _scaling_S({1440.0: [2.34, 2.35, 2.36], 2160.0: [2.38, 2.39, 2.40]},
                    {1440.0: [2.27, 2.27, 2.28], 2160.0: [2.29, 2.295, 2.30]})
-    assert "(up from 2.273 at 24 minutes, on every seed)" in ch10.check_and_glue_scaling_long(S)["lstm"]
+    assert "(2.273 at 24 minutes; every seed higher)" in ch10.check_and_glue_scaling_long(S)["lstm"]
     assert "after 24 minutes, above" in ch10.check_and_glue_scaling_long(
         _scaling_S({1440.0: [2.34, 2.35, 2.36]}, {1440.0: [2.27, 2.27, 2.28]}))["lstm"]
+    S2 = _scaling_S({1440.0: [2.20, 2.201, 2.202], 2160.0: [2.18, 2.185, 2.19]}, {1440.0: [2.27, 2.27, 2.28]})
+    assert ch10.check_and_glue_scaling_long(S2)["beyond"].endswith("better than at 24 minutes on every seed, and "
+                                                                   "below the 7-gram's 2.196")   # the line crossed
+    assert ch10.scaling_question(S) == ("The fit says the modern GPT passes the 7-gram after about 24 CPU-minutes. "
+                                        "What do its 24-minute runs show?")
     with pytest.raises(ValueError, match="no long runs recorded"):
         ch10.check_and_glue_scaling_long(dict(S, long=None))
     assert ch10._sci(5.31e15) == "5.3 × 10¹⁵" and ch10._sci(6.1e-3) == "6.1 × 10⁻³"

@@ -16,7 +16,8 @@ from ..results import range_verdict, seed_span
 from ..utils import claim, glue
 
 __all__ = ["needle_batch", "range_verdict", "probe_figure", "VARIANT", "machine_line", "ladder_seconds", "seed_range",
-           "scaling_record", "check_and_glue_scaling", "SCALING_CHOICES", "check_and_glue_scaling_long",
+           "scaling_record", "check_and_glue_scaling", "SCALING_CHOICES", "scaling_question",
+           "check_and_glue_scaling_long",
            "gpu_recipe_on_the_fit", "long_leaderboard_row", "check_and_glue_scaling_gap",
            "scaling_figure", "ladder_verdicts", "print_ladder", "print_speedrun",
            "glue_speedrun", "curve_at", "race_report",
@@ -452,8 +453,18 @@ def scaling_figure(S: dict, plots, with_long: bool = True):
     return fig
 
 
-# The question before the long runs: what the 24-minute runs show, against the fit's prediction and the 8-minute runs.
+# The question before the long runs: what the first long runs show, against the fit's prediction and the 8-minute runs.
 SCALING_CHOICES = ("it passes the 7-gram", "it comes closer, not yet past", "it gets worse")
+
+
+def scaling_question(S: dict) -> str:
+    """The predict-then-measure question, its numbers read from the record: the predicted crossing (CPU seconds)
+    and the GPT's first long budget."""
+    gpt = SCALING_MODELS[0]
+    pred = S["pred"][("passes Kneser-Ney", gpt, "cpu_s")][0]
+    first = min(S["long"][gpt]) if S["long"] else pred
+    return (f"The fit says the modern GPT passes the 7-gram after about {_minutes(pred)} CPU-minutes. What do its "
+            f"{first / 60:g}-minute runs show?")
 
 
 def _span(v) -> str:
@@ -517,16 +528,17 @@ def check_and_glue_scaling_long(S: dict) -> dict:
         beyond_sentence = (f"Trained further, for {last / 60:g} CPU-minutes, it scores {mean(w):.3f} "
                            f"(seeds {_span(w)}): " + (f"worse still than at {first / 60:g} minutes" if further else
                               f"better than at {first / 60:g} minutes") + (" on every seed" if apart else "")
-                           + f", and {'below' if mean(w) < kn else 'above'} the 7-gram's {kn:.3f}")
+                           + ("" if (mean(w) < kn) == (mean(v) < kn) else      # the line only where it was crossed
+                              f", and {'below' if mean(w) < kn else 'above'} the 7-gram's {kn:.3f}"))
     else:
         beyond_sentence = None
     lb = max(S["long"][lstm])
     lv, gv = S["long"][lstm][lb], S["long"][gpt][lb]
     lf = min(S["long"][lstm])                                # the LSTM's first long budget, to compare with
     moved = "" if lf == lb else (
-        f" ({'up' if mean(lv) > mean(S['long'][lstm][lf]) else 'down'} from {mean(S['long'][lstm][lf]):.3f} at "
-        f"{lf / 60:g} minutes, " + ("on every seed" if min(lv) > max(S["long"][lstm][lf]) or
-                                    max(lv) < min(S["long"][lstm][lf]) else "the seeds overlapping") + ")")
+        f" ({mean(S['long'][lstm][lf]):.3f} at {lf / 60:g} minutes; " + (
+            "every seed " + ("higher" if mean(lv) > mean(S["long"][lstm][lf]) else "lower")
+            if min(lv) > max(S["long"][lstm][lf]) or max(lv) < min(S["long"][lstm][lf]) else "the seeds overlap") + ")")
     lstm_sentence = (f"The LSTM ends at {mean(lv):.3f} (seeds {_span(lv)}) after {lb / 60:g} minutes{moved}, "
                      + ("above the line, as its fitted floor said" if min(lv) > kn else
                         "below the line, which its fitted floor said it would never reach"))
