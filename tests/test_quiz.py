@@ -134,9 +134,13 @@ def _questions(nb) -> list:
         for node in ast.walk(ast.parse(cell.source)):
             if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
                     and getattr(node.value.func, "attr", "") == "ask"):
+                try:                                     # a literal question, or one built from the record
+                    asked = ast.literal_eval(node.value.args[0])
+                except ValueError:
+                    asked = None
                 specs = [o["metadata"]["book_quiz"] for o in cell.get("outputs", [])
-                         if "book_quiz" in o.get("metadata", {}) and o["metadata"]["book_quiz"]["question"]
-                         == ast.literal_eval(node.value.args[0])]
+                         if "book_quiz" in o.get("metadata", {})
+                         and asked in (None, o["metadata"]["book_quiz"]["question"])]
                 surprise = any(k.arg == "surprise" and ast.literal_eval(k.value) for k in node.value.keywords)
                 if specs:
                     assert specs[0]["surprise"] == surprise, f"cell {i}: the stored quiz predates its source"
